@@ -1,0 +1,44 @@
+// The kernel catalog: every kernel family declares the specializations it wants compiled. A
+// specialization is one NVRTC program: a tiny generated prelude, then the family's entry source,
+// and name expressions (explicit template instantiations) whose lowered names NVRTC reports.
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/common/status.h"
+
+namespace kjit::kernels {
+
+struct Specialization {
+  std::string family;        // "mla_verify", "mla_verify_naive"
+  std::string name;          // unique within the family, e.g. "h8_bool"
+  std::string entry_source;  // path under kernel_sources/, e.g. "mla_verify/mla_verify.cu"
+  std::string prelude;       // text put before the entry source (constexpr/#define lines)
+  std::vector<std::string> name_expressions;  // e.g. "kjit::mla_verify_split<8, false>"
+  std::vector<std::string> extra_options;     // NVRTC options beyond the project defaults
+};
+
+// Every specialization of every family, in a fixed order.
+const std::vector<Specialization>& Catalog();
+
+// Specializations of one family (empty when the family is unknown).
+std::vector<Specialization> FamilySpecializations(std::string_view family);
+
+// Family-provided lists; catalog.cc concatenates them.
+std::vector<Specialization> MlaVerifySpecializations();
+std::vector<Specialization> MlaVerifyNaiveSpecializations();
+
+// Loaded kernels of one device: what a launcher needs to find a CUfunction. Implemented by the
+// daemon (modules it loaded) and by the in-process client (cubins fetched with GetKernel).
+class KernelTable {
+ public:
+  virtual ~KernelTable() = default;
+  virtual StatusOr<CUfunction> Function(std::string_view family, std::string_view specialization,
+                                        std::string_view name_expression) const = 0;
+};
+
+}  // namespace kjit::kernels
