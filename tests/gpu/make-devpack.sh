@@ -7,7 +7,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${1:-$root/build}
 cd "$root"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j"$(nproc)"
+# KJIT_TARGETS="a b c" builds only those targets (default: everything).
+cmake --build "$build" -j"$(nproc)" ${KJIT_TARGETS:+--target $KJIT_TARGETS}
 rm -rf .devpack
 bins=()
 for b in "$build"/tests/gpu/gpu_* "$build"/bench/*/kernel_bench "$build"/bench/*/launch_bench \
