@@ -4,7 +4,9 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace kjit::kernels {
 
@@ -54,6 +56,26 @@ struct MlaVerifyBuffers {
 enum MlaVerifyError : uint32_t {
   kMlaErrKvIndexOutOfRange = 1u << 0,  // a kv_indices entry >= S (treated as masked, never read)
   kMlaErrBadIndptr = 1u << 1,          // an indptr inconsistent with the sizes (request skipped)
+};
+
+// Grid, block and shared memory of one kernel launch of a family's launch sequence.
+struct KernelGeometry {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned dynamic_smem = 0;
+};
+
+// A family's plan for one problem on one device: everything the caller must provide (workspace) and
+// everything the launcher needs, computed on the host from MlaVerifyProblem alone. The launcher
+// zeroes the error word in-stream, so a captured graph stays correct on replay.
+struct MlaVerifyPlan {
+  std::string family;          // "mla_verify" or "mla_verify_naive"
+  std::string specialization;  // catalog specialization the launch uses
+  int num_splits = 1;          // prefix chunks per request (1 for the oracle)
+  size_t workspace_bytes = 0;  // caller allocates at least this much on the launching device
+  size_t error_word_offset = 0;  // uint32 MlaVerifyError bits, valid after the launch completes
+  KernelGeometry main;         // the attention kernel
+  KernelGeometry combine;      // the split merge (unused when num_splits == 1 and the family has none)
 };
 
 }  // namespace kjit::kernels
