@@ -1,0 +1,171 @@
+// The CUDA driver, loaded at run time with dlopen("libcuda.so.1") and cuGetProcAddress; libcuda is
+// never linked, so every binary runs (compile-only) on a machine without a driver. RAII owners for
+// the handles the project uses; every failure is a Status naming the call and the CUDA error.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/common/status.h"
+
+namespace kjit::driver {
+
+// Typed entry points. Members spell the API names; <cuda.h> maps versioned ones (cuMemAlloc ->
+// cuMemAlloc_v2), and the loader asks cuGetProcAddress for the same version this header declares.
+struct Api {
+#define KJIT_CU_API_MEMBER(name) decltype(&::name) name = nullptr;
+#define KJIT_CU_API_LIST(X)                                                                       \
+  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName)          \
+  X(cuDeviceGetAttribute) X(cuDeviceGetUuid) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain)     \
+  X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize)         \
+  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute)             \
+  X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuStreamCreate) X(cuStreamDestroy)                   \
+  X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamBeginCapture) X(cuStreamEndCapture)      \
+  X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)                 \
+  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                      \
+  X(cuEventElapsedTime) X(cuEventQuery) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)               \
+  X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) \
+  X(cuMemsetD8) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuMemGetAddressRange)                   \
+  X(cuPointerGetAttribute) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)     \
+  X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle) X(cuGetErrorName) X(cuGetErrorString)           \
+  X(cuMemHostRegister) X(cuMemHostUnregister)
+  KJIT_CU_API_LIST(KJIT_CU_API_MEMBER)
+#undef KJIT_CU_API_MEMBER
+};
+
+// Loads the driver once (thread-safe) and calls cuInit(0). Without a driver:
+// FailedPrecondition("compile-only: no CUDA driver (<dlerror text>)"). The result is cached.
+StatusOr<const Api*> Get();
+
+// Ok for CUDA_SUCCESS; otherwise a Status whose message is "what: CUDA_ERROR_X (description)".
+// Codes: out of memory -> ResourceExhausted, invalid value/handle -> InvalidArgument,
+// no device/binary for GPU -> FailedPrecondition, not ready -> Unavailable, else Internal.
+Status Check(CUresult r, std::string_view what);
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  std::string uuid;  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+  int cc_major = 0, cc_minor = 0;
+  std::string arch;  // "sm_90"
+  int sm_count = 0;
+  size_t total_mem = 0;
+  int max_smem_per_block_optin = 0;
+};
+
+// Every visible device; FailedPrecondition (compile-only) without a driver.
+StatusOr<std::vector<DeviceInfo>> Devices();
+
+// The primary context of one device, retained for the owner's lifetime.
+class Context {
+ public:
+  static StatusOr<Context> RetainPrimary(int ordinal);
+  Context(Context&& other) noexcept;
+  Context& operator=(Context&& other) noexcept;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ~Context();
+
+  Status MakeCurrent() const;
+  CUcontext get() const { return ctx_; }
+  int ordinal() const { return ordinal_; }
+
+ private:
+  Context(CUcontext ctx, CUdevice dev, int ordinal) : ctx_(ctx), dev_(dev), ordinal_(ordinal) {}
+  void Reset();
+  CUcontext ctx_ = nullptr;
+  CUdevice dev_ = 0;
+  int ordinal_ = -1;
+};
+
+// Streams, events, buffers and modules belong to the context current on the creating thread.
+class Stream {
+ public:
+  static StatusOr<Stream> Create(unsigned flags = CU_STREAM_NON_BLOCKING);
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream();
+
+  CUstream get() const { return stream_; }
+  Status Synchronize() const;
+
+ private:
+  explicit Stream(CUstream s) : stream_(s) {}
+  void Reset();
+  CUstream stream_ = nullptr;
+};
+
+class Event {
+ public:
+  static StatusOr<Event> Create(unsigned flags = CU_EVENT_DEFAULT);
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+
+  CUevent get() const { return event_; }
+  Status Record(CUstream stream) const;
+  Status Synchronize() const;
+  static StatusOr<float> ElapsedMs(const Event& start, const Event& end);
+
+ private:
+  explicit Event(CUevent e) : event_(e) {}
+  void Reset();
+  CUevent event_ = nullptr;
+};
+
+class DeviceBuffer {
+ public:
+  static StatusOr<DeviceBuffer> Alloc(size_t bytes);  // bytes > 0
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  CUdeviceptr get() const { return ptr_; }
+  size_t size() const { return size_; }
+  // Synchronous copies; OutOfRange when [offset, offset + bytes) is not inside the buffer.
+  Status CopyFromHost(const void* src, size_t bytes, size_t offset = 0);
+  Status CopyToHost(void* dst, size_t bytes, size_t offset = 0) const;
+  Status Fill(uint8_t byte);
+
+ private:
+  DeviceBuffer(CUdeviceptr p, size_t n) : ptr_(p), size_(n) {}
+  void Reset();
+  CUdeviceptr ptr_ = 0;
+  size_t size_ = 0;
+};
+
+class Module {
+ public:
+  static StatusOr<Module> Load(const std::vector<char>& cubin);
+  Module(Module&& other) noexcept;
+  Module& operator=(Module&& other) noexcept;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  ~Module();
+
+  CUmodule get() const { return module_; }
+  StatusOr<CUfunction> Function(const std::string& lowered_name) const;
+
+ private:
+  explicit Module(CUmodule m) : module_(m) {}
+  void Reset();
+  CUmodule module_ = nullptr;
+};
+
+// Range check shared by the RAII types and callers: offset + bytes <= size without overflow.
+inline bool RangeInside(size_t offset, size_t bytes, size_t size) {
+  return offset <= size && bytes <= size - offset;
+}
+
+}  // namespace kjit::driver

@@ -1,0 +1,84 @@
+// Catalog specialization + arch -> cubin, through the cubin cache when one is given; and the
+// modules of one device loaded from those cubins.
+#pragma once
+
+#include <cuda.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "runtime/common/status.h"
+#include "runtime/driver/cuda_driver.h"
+#include "runtime/kernels/catalog.h"
+#include "runtime/nvrtc/compiler.h"
+
+namespace kjit::cache {
+class CubinCache;
+}
+
+namespace kjit::kernels {
+
+struct CompiledKernel {
+  Specialization spec;
+  std::string arch;
+  std::string cache_key;  // hex digest; empty when compiled without a cache
+  std::vector<char> cubin;
+  std::vector<std::pair<std::string, std::string>> lowered_names;  // name expression -> lowered
+  std::vector<nvrtc::KernelResources> resources;
+  double compile_ms = 0;
+  enum class Origin { kCompiled, kDiskHit, kMemoryHit } origin = Origin::kCompiled;
+};
+
+// The NVRTC request of one specialization for one arch: prelude + entry source, every kernel
+// header, the spec's options and name expressions. Exposed so tools can show or key it.
+StatusOr<nvrtc::CompileRequest> BuildRequest(const Specialization& spec, std::string_view arch);
+
+class KernelCompiler {
+ public:
+  // cache may be null (no caching). max_parallel <= 0: bounded by cores and memory (~500 MB each).
+  explicit KernelCompiler(cache::CubinCache* cache, int max_parallel = 0);
+
+  StatusOr<CompiledKernel> Get(const Specialization& spec, std::string_view arch);
+
+  // Every (spec, arch) pair, specs-major: result index = spec_index * archs.size() + arch_index.
+  // progress(done, total, kernel or null, status) is called once per item, serialized.
+  std::vector<StatusOr<CompiledKernel>> GetAll(
+      const std::vector<Specialization>& specs, const std::vector<std::string>& archs,
+      std::function<void(int, int, const CompiledKernel*, const Status&)> progress = {});
+
+  int max_parallel() const { return max_parallel_; }
+
+  // Cores and memory bound used when max_parallel <= 0.
+  static int DefaultParallelism();
+
+ private:
+  cache::CubinCache* cache_;
+  int max_parallel_;
+};
+
+// Modules of one device (the device's context current on the calling thread). Resolves EVERY
+// lowered name at load (lazy loading hides wrong-arch cubins until lookup) and checks the recorded
+// arch against the device's.
+class LoadedKernels : public KernelTable {
+ public:
+  static StatusOr<std::unique_ptr<LoadedKernels>> Load(const std::vector<CompiledKernel>& kernels,
+                                                      const driver::DeviceInfo& device);
+  StatusOr<CUfunction> Function(std::string_view family, std::string_view specialization,
+                                std::string_view name_expression) const override;
+
+ private:
+  LoadedKernels() = default;
+  std::vector<driver::Module> modules_;
+  std::map<std::string, CUfunction, std::less<>> functions_;  // "family/spec/name_expression"
+};
+
+// True when a cubin compiled for `arch` runs on a device of `device_arch` (exact match, or the
+// arch-specific variant of the device's own arch: sm_90a on sm_90).
+bool ArchRunsOn(std::string_view arch, std::string_view device_arch);
+
+}  // namespace kjit::kernels
