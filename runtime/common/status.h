@@ -15,7 +15,9 @@ using StatusOr = absl::StatusOr<T>;
 // Prefixes a status message with where it was seen, keeping its code.
 inline Status WithContext(const Status& s, std::string_view context) {
   if (s.ok()) return s;
-  return Status(s.code(), absl::StrCat(context, ": ", s.message()));
+  // absl::string_view is its own type in this abseil build, not std::string_view.
+  return Status(s.code(), absl::StrCat(absl::string_view(context.data(), context.size()), ": ",
+                                       s.message()));
 }
 
 }  // namespace kjit
