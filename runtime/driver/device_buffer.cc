@@ -1,0 +1,69 @@
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/driver/cuda_driver.h"
+#include "runtime/driver/driver_internal.h"
+
+namespace kjit::driver {
+namespace {
+
+Status CheckRange(const char* op, size_t offset, size_t bytes, size_t size) {
+  if (RangeInside(offset, bytes, size)) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat(op, ": [", offset, ", +", bytes,
+                                            ") is outside the device buffer of ", size, " bytes"));
+}
+
+}  // namespace
+
+StatusOr<DeviceBuffer> DeviceBuffer::Alloc(size_t bytes) {
+  if (bytes == 0) return absl::InvalidArgumentError("DeviceBuffer::Alloc: 0 bytes");
+  KJIT_ASSIGN_OR_RETURN(const Api* api, Get());
+  CUdeviceptr p = 0;
+  KJIT_CU_RETURN_IF_ERROR(api->cuMemAlloc(&p, bytes), absl::StrCat("cuMemAlloc(", bytes, " bytes)"));
+  return DeviceBuffer(p, bytes);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, 0)), size_(std::exchange(other.size_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    ptr_ = std::exchange(other.ptr_, 0);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() { Reset(); }
+
+void DeviceBuffer::Reset() {
+  if (ptr_ == 0) return;
+  if (const Api* api = LoadedApi()) api->cuMemFree(ptr_);
+  ptr_ = 0;
+  size_ = 0;
+}
+
+Status DeviceBuffer::CopyFromHost(const void* src, size_t bytes, size_t offset) {
+  KJIT_RETURN_IF_ERROR(CheckRange("CopyFromHost", offset, bytes, size_));
+  if (bytes == 0) return absl::OkStatus();
+  if (src == nullptr) return absl::InvalidArgumentError("CopyFromHost: null source");
+  KJIT_ASSIGN_OR_RETURN(const Api* api, Get());
+  return Check(api->cuMemcpyHtoD(ptr_ + offset, src, bytes), "cuMemcpyHtoD");
+}
+
+Status DeviceBuffer::CopyToHost(void* dst, size_t bytes, size_t offset) const {
+  KJIT_RETURN_IF_ERROR(CheckRange("CopyToHost", offset, bytes, size_));
+  if (bytes == 0) return absl::OkStatus();
+  if (dst == nullptr) return absl::InvalidArgumentError("CopyToHost: null destination");
+  KJIT_ASSIGN_OR_RETURN(const Api* api, Get());
+  return Check(api->cuMemcpyDtoH(dst, ptr_ + offset, bytes), "cuMemcpyDtoH");
+}
+
+Status DeviceBuffer::Fill(uint8_t byte) {
+  if (ptr_ == 0) return absl::FailedPreconditionError("Fill on an empty DeviceBuffer");
+  KJIT_ASSIGN_OR_RETURN(const Api* api, Get());
+  return Check(api->cuMemsetD8(ptr_, byte, size_), "cuMemsetD8");
+}
+
+}  // namespace kjit::driver
