@@ -158,8 +158,9 @@ class CubinCache {
   StatusOr<GcReport> Gc(uint64_t max_bytes);                // LRU until total <= max_bytes
   StatusOr<GcReport> Clear();                               // Gc(0)
 
+  struct Impl;  // private state (cache_impl.h); named here so the implementation files share it
+
  private:
-  struct Impl;
   explicit CubinCache(std::unique_ptr<Impl> impl, uint64_t max_bytes);
   std::unique_ptr<Impl> impl_;
   uint64_t max_bytes_;
