@@ -1,0 +1,185 @@
+#include "runtime/kernels/kernel_compiler.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "jit_cache/cubin_cache.h"
+#include "runtime/kernels/kernel_sources.h"
+
+namespace kjit::kernels {
+namespace {
+
+constexpr uint64_t kBytesPerCompile = 500ull << 20;  // a large NVRTC compile peaks near this
+
+// The toolkit headers a compile can reach are identified by the NVRTC build and the CUDA_VERSION of
+// the include directory in use (an override may point at another toolkit's headers).
+std::string ToolkitId() {
+  static const std::string id = [] {
+    std::string cuda_version = "unknown";
+    std::ifstream in(nvrtc::CudaIncludeDir() + "/cuda.h");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("#define CUDA_VERSION ", 0) == 0) {
+        cuda_version = line.substr(21);
+        break;
+      }
+    }
+    return absl::StrCat("nvrtc ", nvrtc::Version(), "; headers CUDA_VERSION ", cuda_version);
+  }();
+  return id;
+}
+
+CompiledKernel FromResult(const Specialization& spec, std::string_view arch, nvrtc::CompileResult r) {
+  CompiledKernel k;
+  k.spec = spec;
+  k.arch = std::string(arch);
+  k.cubin = std::move(r.cubin);
+  k.lowered_names = std::move(r.lowered_names);
+  k.resources = std::move(r.resources);
+  k.compile_ms = r.compile_ms;
+  k.origin = CompiledKernel::Origin::kCompiled;
+  return k;
+}
+
+cache::Entry ToEntry(const CompiledKernel& k, const std::vector<std::string>& options) {
+  cache::Entry e;
+  e.meta.family = k.spec.family;
+  e.meta.specialization = k.spec.name;
+  e.meta.arch = k.arch;
+  e.meta.nvrtc_version = nvrtc::Version();
+  e.meta.options = options;
+  e.meta.compile_ms = k.compile_ms;
+  for (const auto& [expr, lowered] : k.lowered_names) {
+    cache::KernelInfo info{.name_expression = expr, .lowered_name = lowered};
+    for (const nvrtc::KernelResources& r : k.resources) {
+      if (r.lowered_name != lowered) continue;
+      info.registers = r.registers;
+      info.spill_store_bytes = r.spill_store_bytes;
+      info.spill_load_bytes = r.spill_load_bytes;
+      info.shared_bytes = r.shared_bytes;
+      info.stack_bytes = r.stack_bytes;
+    }
+    e.meta.kernels.push_back(std::move(info));
+  }
+  e.cubin = k.cubin;
+  return e;
+}
+
+CompiledKernel FromEntry(const Specialization& spec, std::string_view arch, cache::Entry e,
+                         cache::Origin origin) {
+  CompiledKernel k;
+  k.spec = spec;
+  k.arch = std::string(arch);
+  k.cache_key = std::move(e.key);
+  k.cubin = std::move(e.cubin);
+  for (const cache::KernelInfo& info : e.meta.kernels) {
+    k.lowered_names.emplace_back(info.name_expression, info.lowered_name);
+    k.resources.push_back({.lowered_name = info.lowered_name,
+                           .registers = info.registers,
+                           .spill_store_bytes = info.spill_store_bytes,
+                           .spill_load_bytes = info.spill_load_bytes,
+                           .shared_bytes = info.shared_bytes,
+                           .stack_bytes = info.stack_bytes});
+  }
+  k.compile_ms = e.meta.compile_ms;
+  k.origin = origin == cache::Origin::kCompiled   ? CompiledKernel::Origin::kCompiled
+             : origin == cache::Origin::kDiskHit ? CompiledKernel::Origin::kDiskHit
+                                                  : CompiledKernel::Origin::kMemoryHit;
+  return k;
+}
+
+}  // namespace
+
+StatusOr<nvrtc::CompileRequest> BuildRequest(const Specialization& spec, std::string_view arch) {
+  KJIT_ASSIGN_OR_RETURN(std::string entry, KernelSource(spec.entry_source));
+  nvrtc::CompileRequest req;
+  req.arch = std::string(arch);
+  req.program_name = absl::StrCat(spec.family, "/", spec.name, ".prelude");
+  // The prelude keeps its own name in diagnostics; #line makes the entry's errors point at its file.
+  req.source = absl::StrCat(spec.prelude, "\n#line 1 \"", spec.entry_source, "\"\n", entry);
+  req.headers = AllKernelHeaders();
+  req.options = spec.extra_options;
+  req.name_expressions = spec.name_expressions;
+  return req;
+}
+
+int KernelCompiler::DefaultParallelism() {
+  const long cores = std::max(1u, std::thread::hardware_concurrency());
+  const long pages = sysconf(_SC_AVPHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  long by_memory = cores;
+  if (pages > 0 && page_size > 0) {
+    by_memory = static_cast<long>(static_cast<uint64_t>(pages) * page_size / kBytesPerCompile);
+  }
+  return static_cast<int>(std::max(1L, std::min(cores, by_memory)));
+}
+
+KernelCompiler::KernelCompiler(cache::CubinCache* cache, int max_parallel)
+    : cache_(cache), max_parallel_(max_parallel > 0 ? max_parallel : DefaultParallelism()) {}
+
+StatusOr<CompiledKernel> KernelCompiler::Get(const Specialization& spec, std::string_view arch) {
+  const std::string what = absl::StrCat(spec.family, "/", spec.name, " for ", std::string(arch));
+  KJIT_RETURN_IF_ERROR(nvrtc::ValidateArch(arch));
+  auto req = BuildRequest(spec, arch);
+  if (!req.ok()) return WithContext(req.status(), what);
+  if (cache_ == nullptr) {
+    auto r = nvrtc::Compile(*req);
+    if (!r.ok()) return WithContext(r.status(), what);
+    return FromResult(spec, arch, std::move(*r));
+  }
+  cache::KeyInputs in;
+  in.source = req->source;
+  for (const nvrtc::Header& h : req->headers) in.headers.emplace_back(h.name, h.content);
+  in.toolkit_id = ToolkitId();
+  in.options = nvrtc::NormalizedOptions(*req);
+  in.arch = req->arch;
+  in.nvrtc_version = nvrtc::Version();
+  in.name_expressions = req->name_expressions;
+  cache::Request creq{.key = cache::ComputeKey(in), .arch = req->arch, .family = spec.family,
+                      .specialization = spec.name};
+  auto compile = [&]() -> StatusOr<cache::Entry> {
+    KJIT_ASSIGN_OR_RETURN(nvrtc::CompileResult r, nvrtc::Compile(*req));
+    return ToEntry(FromResult(spec, arch, std::move(r)), in.options);
+  };
+  cache::Origin origin = cache::Origin::kCompiled;
+  auto entry = cache_->GetOrCreate(creq, compile, &origin);
+  if (!entry.ok()) return WithContext(entry.status(), what);
+  if (entry->key.empty()) entry->key = creq.key;
+  return FromEntry(spec, arch, std::move(*entry), origin);
+}
+
+std::vector<StatusOr<CompiledKernel>> KernelCompiler::GetAll(
+    const std::vector<Specialization>& specs, const std::vector<std::string>& archs,
+    std::function<void(int, int, const CompiledKernel*, const Status&)> progress) {
+  const int total = static_cast<int>(specs.size() * archs.size());
+  std::vector<StatusOr<CompiledKernel>> results(total, absl::UnknownError("not compiled"));
+  std::atomic<int> next{0};
+  std::mutex progress_mu;
+  int done = 0;
+  auto worker = [&] {
+    for (int i = next++; i < total; i = next++) {
+      const Specialization& spec = specs[i / archs.size()];
+      results[i] = Get(spec, archs[i % archs.size()]);
+      std::lock_guard<std::mutex> lock(progress_mu);
+      ++done;
+      if (progress) {
+        const CompiledKernel* k = results[i].ok() ? &*results[i] : nullptr;
+        progress(done, total, k, results[i].status());
+      }
+    }
+  };
+  const int threads = std::min(max_parallel_, total);
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  return results;
+}
+
+}  // namespace kjit::kernels

@@ -1,0 +1,80 @@
+#include <charconv>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/kernels/kernel_compiler.h"
+
+namespace kjit::kernels {
+namespace {
+
+// "sm_120a" -> {120, 'a'}; number 0 when malformed.
+std::pair<int, char> ParseArch(std::string_view arch) {
+  if (arch.substr(0, 3) != "sm_") return {0, 0};
+  std::string_view digits = arch.substr(3);
+  char suffix = 0;
+  if (!digits.empty() && (digits.back() == 'a' || digits.back() == 'f')) {
+    suffix = digits.back();
+    digits.remove_suffix(1);
+  }
+  int n = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return {0, 0};
+  return {n, suffix};
+}
+
+std::string FunctionKey(std::string_view family, std::string_view spec, std::string_view expr) {
+  return absl::StrCat(absl::string_view(family.data(), family.size()), "/",
+                      absl::string_view(spec.data(), spec.size()), "/",
+                      absl::string_view(expr.data(), expr.size()));
+}
+
+}  // namespace
+
+bool ArchRunsOn(std::string_view arch, std::string_view device_arch) {
+  auto [n, suffix] = ParseArch(arch);
+  auto [d, device_suffix] = ParseArch(device_arch);
+  if (n == 0 || d == 0 || device_suffix != 0) return false;
+  if (suffix == 'a') return n == d;  // arch-specific features: that arch only
+  // Plain and family-specific cubins run on later minor versions of the same major arch.
+  return n / 10 == d / 10 && d >= n;
+}
+
+StatusOr<std::unique_ptr<LoadedKernels>> LoadedKernels::Load(const std::vector<CompiledKernel>& kernels,
+                                                              const driver::DeviceInfo& device) {
+  std::unique_ptr<LoadedKernels> out(new LoadedKernels());
+  for (const CompiledKernel& k : kernels) {
+    const std::string what = absl::StrCat(k.spec.family, "/", k.spec.name, " (", k.arch,
+                                          ") on device ", device.ordinal, " (", device.arch, ")");
+    if (!ArchRunsOn(k.arch, device.arch)) {
+      return absl::FailedPreconditionError(absl::StrCat(what, ": a cubin for ", k.arch,
+                                                        " cannot run on ", device.arch));
+    }
+    if (k.lowered_names.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": no kernels (name expressions)"));
+    }
+    auto module = driver::Module::Load(k.cubin);
+    if (!module.ok()) return WithContext(module.status(), what);
+    // Resolve every kernel now: with lazy loading a wrong cubin would otherwise fail at first launch.
+    for (const auto& [expr, lowered] : k.lowered_names) {
+      auto fn = module->Function(lowered);
+      if (!fn.ok()) return WithContext(fn.status(), absl::StrCat(what, ": ", expr));
+      auto [it, inserted] = out->functions_.emplace(FunctionKey(k.spec.family, k.spec.name, expr), *fn);
+      if (!inserted) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": ", expr, " loaded twice"));
+      }
+    }
+    out->modules_.push_back(std::move(*module));
+  }
+  return out;
+}
+
+StatusOr<CUfunction> LoadedKernels::Function(std::string_view family, std::string_view specialization,
+                                             std::string_view name_expression) const {
+  auto it = functions_.find(FunctionKey(family, specialization, name_expression));
+  if (it == functions_.end()) {
+    return absl::NotFoundError(absl::StrCat("kernel ", FunctionKey(family, specialization, name_expression),
+                                            " is not loaded on this device"));
+  }
+  return it->second;
+}
+
+}  // namespace kjit::kernels
