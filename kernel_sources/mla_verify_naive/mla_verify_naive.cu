@@ -1,0 +1,190 @@
+// The oracle: the MLA verify contract (KERNEL.md) written the slow, obvious way. One block per
+// (q row, head); fp32 everywhere; P rounded to bf16 before P·V like the fast kernel and SGLang's
+// Triton kernel. Two passes over the keys: the row maximum, then softmax weights and P·V in chunks
+// of kThreads keys (scores recomputed, bit-identical). Fixed reduction orders, no atomics except the
+// OR of error bits: bitwise deterministic.
+#include "mla_verify_naive/naive_params.h"
+
+namespace kjit {
+namespace naive {
+
+__device__ __forceinline__ float LoadBf16(const unsigned short* p) {
+  return __uint_as_float(static_cast<unsigned>(*p) << 16);
+}
+
+__device__ __forceinline__ float RoundToBf16(float x) {  // round to nearest even, as cvt.rn.bf16
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return __uint_as_float(static_cast<unsigned>(h) << 16);
+}
+
+struct Row {
+  int b;          // request
+  int r;          // draft row within the request
+  int draft;      // D_b
+  long long q0;   // first q row of the request
+  long long kv0;  // first kv_indices entry of the request
+  long long prefix;
+  long long mask_base;   // bool: mask_indptr[b] + P_b; packed: first word of row r
+  long long mask_pitch;  // bool: P_b + D_b bytes per row
+  bool mask_ok;
+};
+
+// Finds the request of q row n and checks its bounds; false (and kErrBadIndptr) when inconsistent.
+template <bool kPacked>
+__device__ bool FindRow(const NaiveParams& p, long long n, Row* row) {
+  long long words_before = 0;
+  for (int b = 0; b < p.batch; ++b) {
+    const long long q0 = p.qo_indptr[b], q1 = p.qo_indptr[b + 1];
+    const long long k0 = p.kv_indptr[b], k1 = p.kv_indptr[b + 1];
+    if (q0 < 0 || q1 < q0 || q1 > p.num_q || k0 < 0 || k1 < k0 || k1 > p.num_kv_indices) return false;
+    const long long d = q1 - q0;
+    if (n >= q0 && n < q1) {
+      row->b = b;
+      row->r = static_cast<int>(n - q0);
+      row->draft = static_cast<int>(d);
+      row->q0 = q0;
+      row->kv0 = k0;
+      row->prefix = k1 - k0;
+      if (kPacked) {
+        const long long words = (d + 31) / 32;
+        row->mask_base = words_before + row->r * words;
+        row->mask_pitch = words;
+        row->mask_ok = row->mask_base + words <= p.mask_len;
+      } else {
+        const long long start = p.mask_indptr[b];
+        row->mask_pitch = row->prefix + d;
+        row->mask_base = start + row->r * row->mask_pitch + row->prefix;
+        row->mask_ok = start >= 0 && row->mask_base + d <= p.mask_len;
+      }
+      return true;
+    }
+    words_before += d * ((d + 31) / 32);
+  }
+  return false;
+}
+
+template <bool kPacked>
+__device__ bool TreeAllowed(const NaiveParams& p, const Row& row, int c) {
+  if (p.is_causal && c > row.r) return false;
+  if (kPacked) {
+    const unsigned word = static_cast<const unsigned*>(p.mask)[row.mask_base + c / 32];
+    return ((word >> (c % 32)) & 1u) != 0;
+  }
+  return static_cast<const unsigned char*>(p.mask)[row.mask_base + c] != 0;
+}
+
+// Key j of the row: prefix keys 0..P-1, then tree keys P..P+D-1. Returns null when not attended.
+template <bool kPacked>
+__device__ const unsigned short* KeyRow(const NaiveParams& p, const Row& row, long long j, float* scale_log2,
+                                        float* v_scale) {
+  if (j < row.prefix) {
+    const long long slot = p.kv_indices[row.kv0 + j];
+    if (slot < 0 || slot >= p.num_slots) {
+      atomicOr(p.error_word, kErrKvIndexOutOfRange);
+      return nullptr;
+    }
+    *scale_log2 = p.prefix_scale_log2;
+    *v_scale = p.v_scale;
+    return p.kv_cache + slot * kKDim;
+  }
+  const int c = static_cast<int>(j - row.prefix);
+  if (!TreeAllowed<kPacked>(p, row, c)) return nullptr;
+  *scale_log2 = p.tree_scale_log2;
+  *v_scale = 1.f;
+  return p.k_extend + (row.q0 + c) * p.k_extend_stride_n;
+}
+
+__device__ float Dot(const float* q, const unsigned short* k) {
+  float acc = 0.f;
+  for (int i = 0; i < kKDim; ++i) acc = fmaf(q[i], LoadBf16(k + i), acc);
+  return acc;
+}
+
+// Fixed-shape tree reduction over the block (every thread gets the result).
+template <bool kMax>
+__device__ float BlockReduce(float v, float* scratch) {
+  scratch[threadIdx.x] = v;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      const float other = scratch[threadIdx.x + stride];
+      scratch[threadIdx.x] = kMax ? fmaxf(scratch[threadIdx.x], other) : scratch[threadIdx.x] + other;
+    }
+    __syncthreads();
+  }
+  const float result = scratch[0];
+  __syncthreads();
+  return result;
+}
+
+template <bool kPacked>
+__global__ void __launch_bounds__(kThreads) mla_verify_naive(const NaiveParams p) {
+  __shared__ float q_s[kKDim];
+  __shared__ float p_s[kThreads];                  // this chunk's weights, rounded to bf16
+  __shared__ const unsigned short* v_s[kThreads];  // this chunk's V rows (null: not attended)
+  __shared__ float vscale_s[kThreads];
+  __shared__ float scratch[kThreads];
+
+  const long long n = blockIdx.x;
+  const int h = blockIdx.y;
+  Row row;
+  if (!FindRow<kPacked>(p, n, &row)) {
+    if (threadIdx.x == 0) atomicOr(p.error_word, kErrBadIndptr);
+    return;
+  }
+  if (!row.mask_ok && threadIdx.x == 0) atomicOr(p.error_word, kErrBadIndptr);
+  const long long keys = row.prefix + (row.mask_ok ? row.draft : 0);
+
+  const unsigned short* q = p.q + n * p.q_stride_n + h * p.q_stride_h;
+  for (int i = threadIdx.x; i < kKDim; i += kThreads) q_s[i] = LoadBf16(q + i);
+  __syncthreads();
+
+  // Pass 1: the row maximum of the log2-scaled scores.
+  float m = -__int_as_float(0x7f800000);
+  for (long long j = threadIdx.x; j < keys; j += kThreads) {
+    float scale, vs;
+    const unsigned short* k = KeyRow<kPacked>(p, row, j, &scale, &vs);
+    if (k != nullptr) m = fmaxf(m, Dot(q_s, k) * scale);
+  }
+  m = BlockReduce<true>(m, scratch);
+
+  // Pass 2: weights (fp32 for the sum, bf16 for P·V) and the weighted V rows, chunk by chunk.
+  float l_part = 0.f;
+  float acc[kDimsPerThread] = {};
+  for (long long base = 0; base < keys; base += kThreads) {
+    const long long j = base + threadIdx.x;
+    float w = 0.f, scale = 0.f, vs = 0.f;
+    const unsigned short* k = j < keys ? KeyRow<kPacked>(p, row, j, &scale, &vs) : nullptr;
+    if (k != nullptr) w = exp2f(Dot(q_s, k) * scale - m);
+    l_part += w;
+    p_s[threadIdx.x] = RoundToBf16(w);
+    v_s[threadIdx.x] = k;
+    vscale_s[threadIdx.x] = vs;
+    __syncthreads();
+    for (int t = 0; t < kThreads; ++t) {
+      if (v_s[t] == nullptr) continue;
+      for (int e = 0; e < kDimsPerThread; ++e) {
+        const int d = threadIdx.x + e * kThreads;
+        acc[e] = fmaf(p_s[t], LoadBf16(v_s[t] + d) * vscale_s[t], acc[e]);
+      }
+    }
+    __syncthreads();
+  }
+  const float l = BlockReduce<false>(l_part, scratch);
+
+  const bool empty = !(l > 0.f);
+  unsigned short* o = p.o + n * p.o_stride_n + h * p.o_stride_h;
+  for (int e = 0; e < kDimsPerThread; ++e) {
+    const float value = empty ? 0.f : acc[e] / l;
+    unsigned short bits;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+    o[threadIdx.x + e * kThreads] = bits;
+  }
+  if (p.lse != nullptr && threadIdx.x == 0) {
+    p.lse[n * p.num_heads + h] = empty ? -__int_as_float(0x7f800000) : (m + log2f(l)) * 0.6931471805599453f;
+  }
+}
+
+}  // namespace naive
+}  // namespace kjit

@@ -1,0 +1,50 @@
+// Parameters of the oracle kernel, shared verbatim by the host launcher and the device code (plain
+// C++: no CUDA or standard headers). Independent of the fast family's headers on purpose: the oracle
+// must not share the code it is used to check.
+#pragma once
+
+namespace kjit {
+namespace naive {
+
+struct NaiveParams {
+  const unsigned short* q;         // [N, H, 576] bf16, strides below
+  const unsigned short* k_extend;  // [N, 1, 576] bf16
+  const unsigned short* kv_cache;  // [S, 1, 576] bf16, row stride 576
+  const int* qo_indptr;            // [B + 1]
+  const int* kv_indptr;            // [B + 1], prefix only
+  const long long* kv_indices;     // [num_kv_indices]
+  const void* mask;                // bool bytes or packed uint32 words
+  const long long* mask_indptr;    // [B + 1] (bool masks)
+  unsigned short* o;               // [N, H, 512] bf16
+  float* lse;                      // [N, H] fp32 natural log, or null
+  unsigned* error_word;            // MlaVerifyError bits
+
+  long long num_q;
+  long long num_slots;
+  long long num_kv_indices;
+  long long mask_len;
+  long long q_stride_n, q_stride_h;
+  long long k_extend_stride_n;
+  long long o_stride_n, o_stride_h;
+
+  int batch;
+  int num_heads;
+  int is_causal;
+  float prefix_scale_log2;  // sm_scale * k_scale * log2(e)
+  float tree_scale_log2;    // sm_scale * log2(e)
+  float v_scale;
+};
+
+// One block per (q row, head); the block's threads each own kDimsPerThread output dims and, in turn,
+// one key of a chunk of kThreads keys.
+constexpr int kThreads = 128;
+constexpr int kKDim = 576;
+constexpr int kVDim = 512;
+constexpr int kDimsPerThread = kVDim / kThreads;
+
+// Same values as runtime/kernels/mla_verify_args.h's MlaVerifyError.
+constexpr unsigned kErrKvIndexOutOfRange = 1u << 0;
+constexpr unsigned kErrBadIndptr = 1u << 1;
+
+}  // namespace naive
+}  // namespace kjit
