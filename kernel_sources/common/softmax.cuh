@@ -1,0 +1,29 @@
+// Online-softmax pieces in the log2 domain (scores pre-multiplied by scale * log2(e)).
+// A row that has seen only masked scores keeps max = -inf and sum = 0; it must never produce NaN.
+#pragma once
+
+namespace kjit {
+
+__device__ __forceinline__ float FastExp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;  // ex2(-inf) = +0
+}
+
+__device__ __forceinline__ float NegInf() { return __int_as_float(0xff800000); }
+
+// The max to subtract: 0 while the row has no finite score, so exp2(-inf - 0) = 0, never NaN.
+__device__ __forceinline__ float SafeMax(float m) { return m == NegInf() ? 0.f : m; }
+
+// Max over the four lanes of a quad (the lanes sharing a row of an mma C fragment).
+__device__ __forceinline__ float QuadMax(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+__device__ __forceinline__ float QuadSum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+}  // namespace kjit

@@ -1,0 +1,51 @@
+// Kernel parameters of the MLA verify family, shared verbatim by the host launcher and the device
+// code (plain C++: no CUDA or standard headers), so the two cannot disagree on the layout.
+#pragma once
+
+namespace kjit {
+namespace mla {
+
+// Workspace layout (offsets from MlaVerifyParams' pointers, all set by the host plan):
+//   error_word: one uint32 of MlaVerifyError bits, zeroed in-stream before the kernels
+//   part_lse:   [batch][num_splits + 1][rows_cap] fp32, log2 units; -inf = empty state
+//   part_o:     [batch][num_splits + 1][rows_cap][512] fp32, normalized by the state's sum
+// Split 0 is the draft-tree part; splits 1..num_splits are prefix chunks.
+struct MlaVerifyParams {
+  const unsigned short* q;         // [N, H, 576] bf16
+  const unsigned short* k_extend;  // [N, 1, 576] bf16
+  const unsigned short* kv_cache;  // [S, 1, 576] bf16
+  const int* qo_indptr;            // [B + 1]
+  const int* kv_indptr;            // [B + 1]
+  const long long* kv_indices;     // [num_kv_indices]
+  const void* mask;                // bool bytes or packed uint32 words
+  const long long* mask_indptr;    // [B + 1] (bool masks)
+  unsigned short* o;               // [N, H, 512] bf16
+  float* lse;                      // [N, H] fp32 natural log, or null
+  float* part_o;
+  float* part_lse;
+  unsigned* error_word;
+
+  long long num_q;
+  long long num_slots;
+  long long num_kv_indices;
+  long long mask_len;
+  long long q_stride_n, q_stride_h;
+  long long k_extend_stride_n;
+  long long o_stride_n, o_stride_h;
+
+  int batch;
+  int max_draft;
+  int num_splits;  // prefix chunks; the workspace holds num_splits + 1 states per row
+  int rows_cap;    // max_draft * H: rows of one request's states
+  int is_causal;
+  float prefix_scale_log2;  // sm_scale * k_scale * log2(e)
+  float tree_scale_log2;    // sm_scale * log2(e)
+  float v_scale;
+};
+
+// Error bits (same values as runtime/kernels/mla_verify_args.h's MlaVerifyError).
+constexpr unsigned kErrKvIndexOutOfRange = 1u << 0;
+constexpr unsigned kErrBadIndptr = 1u << 1;
+
+}  // namespace mla
+}  // namespace kjit

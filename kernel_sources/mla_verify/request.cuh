@@ -1,0 +1,51 @@
+// One request's bounds, read on the device and validated against the sizes the host checked, so a
+// corrupt indptr skips the request (and sets an error bit) instead of faulting.
+#pragma once
+
+#include "mla_verify/params.h"
+
+namespace kjit {
+namespace mla {
+
+struct Request {
+  long long q0;   // first row of q / k_extend / o
+  int draft;      // D_b
+  long long kv0;  // first entry of kv_indices
+  long long prefix;  // P_b
+  bool ok;
+};
+
+__device__ __forceinline__ Request LoadRequest(const MlaVerifyParams& p, int b) {
+  const long long q0 = p.qo_indptr[b], q1 = p.qo_indptr[b + 1];
+  const long long k0 = p.kv_indptr[b], k1 = p.kv_indptr[b + 1];
+  Request r;
+  r.ok = 0 <= q0 && q0 <= q1 && q1 <= p.num_q && q1 - q0 <= p.max_draft && 0 <= k0 && k0 <= k1 &&
+         k1 <= p.num_kv_indices;
+  r.q0 = q0;
+  r.draft = r.ok ? static_cast<int>(q1 - q0) : 0;
+  r.kv0 = k0;
+  r.prefix = r.ok ? k1 - k0 : 0;
+  return r;
+}
+
+// Prefix rows [begin, end) of split s (1-based; 0 is the tree part). Chunks are whole KV tiles so
+// every CTA but the last streams full tiles; the chunk adapts to the P_b read on the device.
+template <int kKvTile>
+__device__ __forceinline__ void PrefixChunk(long long prefix, int num_splits, int s,
+                                            long long* begin, long long* end) {
+  const long long tiles = (prefix + kKvTile - 1) / kKvTile;
+  const long long per_split = (tiles + num_splits - 1) / num_splits;
+  long long b = static_cast<long long>(s - 1) * per_split * kKvTile;
+  long long e = b + per_split * kKvTile;
+  if (b > prefix) b = prefix;
+  if (e > prefix) e = prefix;
+  *begin = b;
+  *end = e;
+}
+
+__device__ __forceinline__ void RaiseError(const MlaVerifyParams& p, unsigned bits) {
+  atomicOr(p.error_word, bits);  // an OR of flags: the result does not depend on the order
+}
+
+}  // namespace mla
+}  // namespace kjit

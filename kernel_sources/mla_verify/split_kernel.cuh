@@ -1,0 +1,304 @@
+// The split kernel: one CTA = (kRows query rows of request b) x (one prefix chunk, or the draft tree
+// for split 0). Streams its KV rows through a 2-stage cp.async pipeline of kKvTile-row tiles,
+// computes S = Q.K^T and O += P.V with mma.sync, keeps an fp32 online softmax per row, and writes
+// the normalized partial O and its log2-LSE into the workspace for the combine kernel.
+#pragma once
+
+#include "common/bf16.cuh"
+#include "common/cp_async.cuh"
+#include "common/mma.cuh"
+#include "common/softmax.cuh"
+#include "common/swizzle.cuh"
+#include "common/sync.cuh"
+#include "mla_verify/mask.cuh"
+#include "mla_verify/params.h"
+#include "mla_verify/request.cuh"
+#include "mla_verify/traits.h"
+
+namespace kjit {
+namespace mla {
+
+template <int kHeads, bool kPackedMask, class Cfg>
+__device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
+  constexpr int kTile = Cfg::kKvTile;
+  constexpr int kChunks = Cfg::kChunksPerRow;  // 72
+  constexpr int kPChunks = kPRowElems * 2 / 16;  // 8
+  constexpr unsigned kRowBytes = kKDim * 2;      // 1152
+  constexpr int kThreads = Cfg::kThreads;
+  static_assert((kTile * kChunks) % kThreads == 0 && (Cfg::kRows * kChunks) % kThreads == 0,
+                "gathers split evenly over the CTA");
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  SmemPlan<Cfg>& sm = *reinterpret_cast<SmemPlan<Cfg>*>(smem_raw);
+
+  const int m_tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = warp / kColGroups, cg = warp % kColGroups;
+
+  const Request rq = LoadRequest(p, b);
+  if (!rq.ok) {
+    if (tid == 0 && split == 0 && m_tile == 0) RaiseError(p, kErrBadIndptr);
+    return;
+  }
+  const int rows_b = rq.draft * kHeads;
+  const int m0 = m_tile * Cfg::kRows;
+  if (m0 >= rows_b) return;
+  const bool tree = split == 0;
+  long long kv_begin = 0, kv_end = rq.draft;
+  if (!tree) PrefixChunk<kTile>(rq.prefix, p.num_splits, split, &kv_begin, &kv_end);
+
+  const long long state = static_cast<long long>(b) * (p.num_splits + 1) + split;
+  float* part_lse = p.part_lse + state * p.rows_cap;
+  float* part_o = p.part_o + state * p.rows_cap * kVDim;
+  if (kv_begin >= kv_end) {  // empty chunk: an empty state, merged with weight 0
+    for (int r = tid; r < Cfg::kRows; r += kThreads)
+      if (m0 + r < rows_b) part_lse[m0 + r] = NegInf();
+    return;
+  }
+  const int num_tiles = static_cast<int>((kv_end - kv_begin + kTile - 1) / kTile);
+
+  TreeMask<kPackedMask> mask;
+  if (tree) {
+    mask.Init(p, b, rq);
+    if (!mask.ok && tid == 0) RaiseError(p, kErrBadIndptr);
+  }
+
+  // Source row of KV row i of tile t: a kv_cache slot (prefix) or a k_extend row (tree); -1 when
+  // past the chunk or out of range (never dereferenced; the column is masked).
+  const unsigned short* src_base = tree ? p.k_extend + rq.q0 * p.k_extend_stride_n : p.kv_cache;
+  const long long src_stride = tree ? p.k_extend_stride_n : kKDim;
+  constexpr long long kPastEnd = -0x7fffffffffffffffLL - 1;
+  auto load_raw = [&](int t, int i) -> long long {
+    const long long pos = kv_begin + static_cast<long long>(t) * kTile + i;
+    if (pos >= kv_end) return kPastEnd;
+    return tree ? pos : p.kv_indices[rq.kv0 + pos];
+  };
+  auto validate = [&](long long raw) -> long long {
+    if (raw == kPastEnd) return -1;
+    if (!tree && (raw < 0 || raw >= p.num_slots)) {
+      RaiseError(p, kErrKvIndexOutOfRange);
+      return -1;
+    }
+    return raw;
+  };
+  // Warp w gathers rows w, w + kWarps, ...: lane copies chunks lane, lane + 32, lane + 64 (< 72) of
+  // the row, so a row costs one index load and one 64-bit address (few registers live beside O).
+  auto gather = [&](int t) {
+    const long long* idx = sm.idx[t % kIdxRing];
+    const unsigned dst = SmemAddr(sm.kv[t & 1]);
+    const char* base = reinterpret_cast<const char*>(src_base) + lane * 16;
+#pragma unroll 2
+    for (int row = warp; row < kTile; row += Cfg::kWarps) {
+      const long long s = idx[row];
+      const char* src = base + (s < 0 ? 0 : s) * src_stride * 2;
+      // chunk c + 32k XOR (row % 8) only changes c's low three bits: +512 bytes per k.
+      const unsigned d = dst + row * kRowBytes + ((lane ^ (row & 7)) << 4);
+      CpAsync16(d, src, s >= 0);
+      CpAsync16(d + 512, src + 512, s >= 0);
+      if (lane < kChunks - 64) CpAsync16(d + 1024, src + 1024, s >= 0);
+    }
+  };
+
+  // Prologue: indices of tiles 0 and 1, then Q and tile 0 in one cp.async group.
+  if (tid < kTile) {
+    sm.idx[0][tid] = validate(load_raw(0, tid));
+    sm.idx[1][tid] = num_tiles > 1 ? validate(load_raw(1, tid)) : -1;
+  }
+  __syncthreads();
+  {
+    const unsigned dst = SmemAddr(sm.q);
+#pragma unroll
+    for (int it = 0; it < Cfg::kRows * kChunks / kThreads; ++it) {
+      const int j = it * kThreads + tid, row = j / kChunks, c = j % kChunks;
+      const int rg = m0 + row;
+      const bool ok = rg < rows_b;
+      const long long tok = ok ? rg / kHeads : 0;
+      const unsigned short* src = p.q + (rq.q0 + tok) * p.q_stride_n + (rg % kHeads) * p.q_stride_h + c * 8;
+      CpAsync16(dst + SwizzledOffset<kChunks>(row, c), src, ok);
+    }
+  }
+  gather(0);
+  CpAsyncCommit();
+
+  float o[Cfg::kMTiles][Cfg::kVNTiles][4];
+  float m_run[Cfg::kMTiles][2], l_run[Cfg::kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < Cfg::kVNTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][nt][e] = 0.f;
+    m_run[mt][0] = m_run[mt][1] = NegInf();
+    l_run[mt][0] = l_run[mt][1] = 0.f;
+  }
+  const float scale = tree ? p.tree_scale_log2 : p.prefix_scale_log2;
+  const int warp_row0 = g * Cfg::kWarpRows;
+  // Per-lane ldmatrix bases (see LaneSwizzle): A rows lane % 16 with chunk +lane/16; Q.K^T B rows
+  // (n) with chunk +(lane/8)%2; P.V B rows (kv) lane % 8 (+8 for lanes 8-15, 24-31) with chunk +lane/16.
+  const LaneSwizzle swz_a(lane, lane >> 4), swz_b(lane, (lane >> 3) & 1);
+  const unsigned q_lane = SmemAddr(sm.q) + (warp_row0 + (lane & 15)) * kRowBytes;
+  const unsigned p_lane = SmemAddr(sm.p) + (warp_row0 + (lane & 15)) * (kPChunks * 16);
+  const unsigned k_lane_off =
+      (cg * Cfg::kQkCols + (Cfg::kQkNTiles == 2 ? ((lane >> 4) << 3) : 0) + (lane & 7)) * kRowBytes;
+  const unsigned v_lane_off = ((((lane >> 3) & 1) << 3) + (lane & 7)) * kRowBytes + cg * (Cfg::kVCols * 2);
+
+  for (int t = 0; t < num_tiles; ++t) {
+    CpAsyncWait<0>();
+    __syncthreads();  // tile t visible to all; every warp is done with tile t-1's stage
+    if (t + 1 < num_tiles) gather(t + 1);
+    CpAsyncCommit();
+    const bool stage_next = tid < kTile && t + 2 < num_tiles;
+    const long long raw_next = stage_next ? load_raw(t + 2, tid) : kPastEnd;  // used after the tile
+
+    const unsigned kv_addr = SmemAddr(sm.kv[t & 1]);
+    // ---- S = Q.K^T over the warp's kQkCols KV columns.
+    float s[Cfg::kMTiles][Cfg::kQkNTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < Cfg::kMTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < Cfg::kQkNTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+#pragma unroll
+    for (int grp = 0; grp < kChunks / 8; ++grp) {  // 8 chunks = 4 k-steps of 16
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        unsigned a[Cfg::kMTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < Cfg::kMTiles; ++mt)
+          LdMatrixX4(a[mt], q_lane + mt * 16 * kRowBytes + grp * 128 + swz_a.x[j]);
+        if constexpr (Cfg::kQkNTiles == 2) {
+          unsigned bk[4];
+          LdMatrixX4(bk, kv_addr + k_lane_off + grp * 128 + swz_b.x[j]);
+#pragma unroll
+          for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+            MmaBf16(s[mt][0], a[mt], bk[0], bk[1]);
+            MmaBf16(s[mt][1], a[mt], bk[2], bk[3]);
+          }
+        } else {
+          unsigned bk[2];
+          LdMatrixX2(bk, kv_addr + k_lane_off + grp * 128 + swz_b.x[j]);
+#pragma unroll
+          for (int mt = 0; mt < Cfg::kMTiles; ++mt) MmaBf16(s[mt][0], a[mt], bk[0], bk[1]);
+        }
+      }
+    }
+
+    // ---- Scale, mask, and the tile's row maxima (shared with the row group's other warps).
+    const long long* idx_t = sm.idx[t % kIdxRing];
+#pragma unroll
+    for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = warp_row0 + mt * 16 + h * 8 + (lane >> 2);
+        float mx = NegInf();
+#pragma unroll
+        for (int nt = 0; nt < Cfg::kQkNTiles; ++nt) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const int col = cg * Cfg::kQkCols + nt * 8 + (lane & 3) * 2 + j;
+            bool valid = idx_t[col] >= 0;
+            if (tree && valid) {
+              const int rg = m0 + row;
+              valid = rg < rows_b && mask.Allowed(p, rg / kHeads, t * kTile + col, rq.draft);
+            }
+            const float v = valid ? s[mt][nt][h * 2 + j] * scale : NegInf();
+            s[mt][nt][h * 2 + j] = v;
+            mx = fmaxf(mx, v);
+          }
+        }
+        mx = QuadMax(mx);
+        if ((lane & 3) == 0) sm.row_buf[cg][row] = mx;
+      }
+    }
+    NamedBarrier(1 + g, 32 * kColGroups);
+
+    // ---- Online softmax update; P (bf16) to shared memory for the whole row group.
+#pragma unroll
+    for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = warp_row0 + mt * 16 + h * 8 + (lane >> 2);
+        float tile_max = sm.row_buf[0][row];
+#pragma unroll
+        for (int c = 1; c < kColGroups; ++c) tile_max = fmaxf(tile_max, sm.row_buf[c][row]);
+        const float m_new = fmaxf(m_run[mt][h], tile_max);
+        const float m_use = SafeMax(m_new);
+        const float alpha = FastExp2(m_run[mt][h] - m_use);
+        m_run[mt][h] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < Cfg::kQkNTiles; ++nt) {
+          const float p0 = FastExp2(s[mt][nt][h * 2] - m_use);
+          const float p1 = FastExp2(s[mt][nt][h * 2 + 1] - m_use);
+          sum += p0 + p1;
+          const int col = cg * Cfg::kQkCols + nt * 8 + (lane & 3) * 2;
+          unsigned char* dst = reinterpret_cast<unsigned char*>(sm.p) +
+                               SwizzledOffset<kPChunks>(row, col >> 3) + (col & 7) * 2;
+          *reinterpret_cast<unsigned*>(dst) = PackBf16x2(p0, p1);
+        }
+        l_run[mt][h] = l_run[mt][h] * alpha + sum;
+#pragma unroll
+        for (int nt = 0; nt < Cfg::kVNTiles; ++nt) {
+          o[mt][nt][h * 2] *= alpha;
+          o[mt][nt][h * 2 + 1] *= alpha;
+        }
+      }
+    }
+    NamedBarrier(1 + g, 32 * kColGroups);
+
+    // ---- O += P.V over the warp's 128 V columns (V = first 512 dims of the same tile).
+#pragma unroll 1
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      unsigned a[Cfg::kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < Cfg::kMTiles; ++mt) LdMatrixX4(a[mt], p_lane + mt * 16 * 128 + (((2 * kk + (lane >> 4)) ^ (lane & 7)) << 4));
+#pragma unroll
+      for (int np = 0; np < Cfg::kVNTiles / 2; ++np) {
+        unsigned bv[4];
+        LdMatrixX4Trans(bv, kv_addr + v_lane_off + kk * 16 * kRowBytes + (np / 4) * 128 + swz_a.x[np % 4]);
+#pragma unroll
+        for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+          MmaBf16(o[mt][2 * np], a[mt], bv[0], bv[1]);
+          MmaBf16(o[mt][2 * np + 1], a[mt], bv[2], bv[3]);
+        }
+      }
+    }
+    if (stage_next) sm.idx[(t + 2) % kIdxRing][tid] = validate(raw_next);
+  }
+
+  // ---- Row sums across the four warps of a row group, then the normalized partial state.
+  __syncthreads();
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kMTiles; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float l = QuadSum(l_run[mt][h]);
+      if ((lane & 3) == 0) sm.row_buf[cg][warp_row0 + mt * 16 + h * 8 + (lane >> 2)] = l;
+    }
+  __syncthreads();
+  const float v_scale = tree ? 1.f : p.v_scale;
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp_row0 + mt * 16 + h * 8 + (lane >> 2);
+      float l = 0.f;
+#pragma unroll
+      for (int c = 0; c < kColGroups; ++c) l += sm.row_buf[c][row];
+      if (m0 + row >= rows_b) continue;
+      const float inv = l > 0.f ? v_scale / l : 0.f;
+      float* dst = part_o + static_cast<long long>(m0 + row) * kVDim + cg * Cfg::kVCols + (lane & 3) * 2;
+#pragma unroll
+      for (int nt = 0; nt < Cfg::kVNTiles; ++nt) {
+        *reinterpret_cast<float2*>(dst + nt * 8) =
+            make_float2(o[mt][nt][h * 2] * inv, o[mt][nt][h * 2 + 1] * inv);
+      }
+      if (cg == 0 && (lane & 3) == 0)
+        part_lse[m0 + row] = l > 0.f ? m_run[mt][h] + __log2f(l) : NegInf();
+    }
+  }
+}
+
+}  // namespace mla
+}  // namespace kjit

@@ -1,0 +1,69 @@
+// Tile configurations of the split kernel and the shared-memory plan they imply. Plain C++ shared
+// by host (plan: block size, dynamic smem = sizeof(SmemPlan)) and device code.
+//
+// A CTA owns kRows query rows of one request (row = token * H + head: heads inner, so every KV row
+// it streams serves all heads of kRows / H tokens) and one prefix chunk. Warps form kRowGroups x 4:
+// in Q.K^T warp (g, c) computes rows of group g against KV columns c*kKvTile/4.., in P.V the same
+// rows against V columns c*128..c*128+127; P and the row maxima cross the four warps through smem.
+#pragma once
+
+namespace kjit {
+namespace mla {
+
+constexpr int kKDim = 576;  // latent 512 + rope 64
+constexpr int kVDim = 512;
+constexpr int kColGroups = 4;  // warps sharing a row group (V quarters)
+constexpr int kPRowElems = 64;  // P rows are 128 bytes whatever the KV tile (<= 64 columns)
+constexpr int kIdxRing = 3;    // slot-index buffers: tile t is computed while t+1 is gathered and
+                               // t+2's indices are staged
+
+template <int kMTiles_, int kRowGroups_, int kKvTile_>
+struct TileConfig {
+  static constexpr int kMTiles = kMTiles_;      // m16 tiles per warp
+  static constexpr int kRowGroups = kRowGroups_;
+  static constexpr int kKvTile = kKvTile_;      // KV rows per pipeline stage
+  static constexpr int kStages = 2;
+  static constexpr int kWarpRows = 16 * kMTiles;
+  static constexpr int kRows = kWarpRows * kRowGroups;
+  static constexpr int kWarps = kRowGroups * kColGroups;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kQkCols = kKvTile / kColGroups;  // KV columns per warp in Q.K^T
+  static constexpr int kQkNTiles = kQkCols / 8;
+  static constexpr int kVCols = kVDim / kColGroups;     // V columns per warp in P.V
+  static constexpr int kVNTiles = kVCols / 8;
+  static constexpr int kChunksPerRow = kKDim * 2 / 16;  // 16-byte chunks of a 1152-byte row
+
+  static_assert(kMTiles == 1 || kMTiles == 2, "a warp holds 16 or 32 rows of its O quarter (64 or 128 fp32 registers)");
+  static_assert(kQkNTiles == 1 || kQkNTiles == 2, "Q.K^T B fragments are loaded by one ldmatrix");
+  static_assert(kKvTile % 16 == 0 && kKvTile <= 64, "P.V steps over 16 KV rows");
+  static_assert(kThreads <= 512, "one CTA of at most 16 warps");
+  static_assert(kChunksPerRow % 8 == 0, "the XOR swizzle permutes chunks within groups of 8");
+};
+
+// sm_90/sm_100 (227 KB of shared memory per block): 64 rows x 64 KV rows, 8 warps.
+using ConfigLarge = TileConfig<2, 2, 64>;
+// sm_80/sm_89/sm_120 (99 KB): 16 rows x 32 KV rows, 4 warps.
+using ConfigSmall = TileConfig<1, 1, 32>;
+
+// Shared memory of one CTA. Row-major tiles of 1152-byte rows with 16-byte chunks XOR-swizzled by
+// (row % 8): ldmatrix's eight row addresses then hit eight different bank groups.
+template <class Cfg>
+struct SmemPlan {
+  alignas(128) unsigned short q[Cfg::kRows * kKDim];
+  alignas(128) unsigned short kv[Cfg::kStages][Cfg::kKvTile * kKDim];
+  alignas(128) unsigned short p[Cfg::kRows * kPRowElems];  // bf16 P, 128-byte rows (8 chunks)
+  float row_buf[kColGroups][Cfg::kRows];                     // per-warp row maxima / sums
+  long long idx[kIdxRing][Cfg::kKvTile];                     // source row per KV row; -1 = masked
+};
+
+constexpr int kSmemLimitLarge = 232448;  // 227 KB
+constexpr int kSmemLimitSmall = 101376;  // 99 KB
+static_assert(sizeof(SmemPlan<ConfigLarge>) <= kSmemLimitLarge, "large tile exceeds 227 KB");
+static_assert(sizeof(SmemPlan<ConfigSmall>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
+
+// Combine: one warp per query row.
+constexpr int kCombineWarps = 8;
+constexpr int kCombineThreads = 32 * kCombineWarps;
+
+}  // namespace mla
+}  // namespace kjit
