@@ -1,0 +1,84 @@
+// Every catalog specialization compiles for the two shipping archs with zero spills and shared
+// memory (static from ptxas + the family's declared dynamic) within the arch's per-block limit;
+// repeated compiles are byte-identical. Iterates Catalog(), so new families are covered as they land.
+#include <map>
+#include <set>
+
+#include "gtest/gtest.h"
+#include "runtime/kernels/catalog.h"
+#include "runtime/kernels/kernel_compiler.h"
+#include "runtime/kernels/kernel_sources.h"
+
+namespace kjit::kernels {
+namespace {
+
+// Opt-in dynamic shared memory per block (cudaDevAttrMaxSharedMemoryPerBlockOptin).
+const std::map<std::string, int> kSmemLimit = {{"sm_90", 232448}, {"sm_120", 101376}};
+
+TEST(CatalogTest, EveryFamilyDeclaresWellFormedSpecializations) {
+  const auto& all = Catalog();
+  ASSERT_FALSE(all.empty());
+  std::set<std::string> families, names;
+  size_t by_family = 0;
+  for (const Specialization& s : all) {
+    families.insert(s.family);
+    EXPECT_TRUE(names.insert(s.family + "/" + s.name).second) << "duplicate " << s.family << "/" << s.name;
+    EXPECT_FALSE(s.family.empty());
+    EXPECT_FALSE(s.name.empty());
+    EXPECT_FALSE(s.name_expressions.empty()) << s.name;
+    EXPECT_TRUE(KernelSource(s.entry_source).ok()) << s.family << "/" << s.name << ": " << s.entry_source;
+  }
+  for (const std::string& f : families) by_family += FamilySpecializations(f).size();
+  EXPECT_EQ(by_family, all.size());
+  EXPECT_TRUE(FamilySpecializations("no_such_family").empty());
+  EXPECT_EQ(&Catalog(), &all);  // built once
+}
+
+TEST(CatalogTest, CompilesForSm90AndSm120WithinResourceLimits) {
+  const auto& all = Catalog();
+  ASSERT_FALSE(all.empty());
+  std::vector<std::string> archs = {"sm_90", "sm_120"};
+  KernelCompiler compiler(nullptr);
+  auto results = compiler.GetAll(all, archs);
+  ASSERT_EQ(results.size(), all.size() * archs.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Specialization& spec = all[i / archs.size()];
+    const std::string& arch = archs[i % archs.size()];
+    const std::string what = spec.family + "/" + spec.name + " " + arch;
+    ASSERT_TRUE(results[i].ok()) << what << ": " << results[i].status();
+    const CompiledKernel& k = *results[i];
+    ASSERT_EQ(k.lowered_names.size(), spec.name_expressions.size()) << what;
+    ASSERT_GE(k.resources.size(), spec.name_expressions.size()) << what << "\n";
+    const int dynamic = spec.max_dynamic_smem ? spec.max_dynamic_smem(arch) : 0;
+    EXPECT_GE(dynamic, 0) << what;
+    for (const nvrtc::KernelResources& r : k.resources) {
+      EXPECT_GT(r.registers, 0) << what << " " << r.lowered_name;
+      EXPECT_LE(r.registers, 255) << what << " " << r.lowered_name;
+      EXPECT_EQ(r.spill_store_bytes, 0) << what << " " << r.lowered_name;
+      EXPECT_EQ(r.spill_load_bytes, 0) << what << " " << r.lowered_name;
+      EXPECT_LE(r.shared_bytes + dynamic, kSmemLimit.at(arch))
+          << what << " " << r.lowered_name << ": static " << r.shared_bytes << " + dynamic " << dynamic;
+    }
+  }
+}
+
+TEST(CatalogTest, RepeatedCompilesAreByteIdentical) {
+  const auto& all = Catalog();
+  ASSERT_FALSE(all.empty());
+  // The first and last specialization (different families once both land), both archs.
+  std::vector<Specialization> some = {all.front()};
+  if (all.size() > 1) some.push_back(all.back());
+  KernelCompiler compiler(nullptr);
+  auto first = compiler.GetAll(some, {"sm_90", "sm_120"});
+  auto second = compiler.GetAll(some, {"sm_90", "sm_120"});
+  ASSERT_EQ(first.size(), second.size());
+  for (size_t i = 0; i < first.size(); ++i) {
+    ASSERT_TRUE(first[i].ok() && second[i].ok());
+    EXPECT_EQ(first[i]->cubin, second[i]->cubin) << first[i]->spec.name << " " << first[i]->arch;
+    EXPECT_EQ(first[i]->lowered_names, second[i]->lowered_names);
+  }
+  EXPECT_NE(first[0]->cubin, first[1]->cubin);  // sm_90 and sm_120 differ
+}
+
+}  // namespace
+}  // namespace kjit::kernels
