@@ -61,6 +61,17 @@ constexpr int kSmemLimitSmall = 101376;  // 99 KB
 static_assert(sizeof(SmemPlan<ConfigLarge>) <= kSmemLimitLarge, "large tile exceeds 227 KB");
 static_assert(sizeof(SmemPlan<ConfigSmall>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
 
+// Which tile an arch compiles and the host plans for: the same function on both sides.
+constexpr bool UsesLargeTile(int cc_major) { return cc_major == 9 || cc_major == 10; }
+template <bool kLarge>
+struct TileFor {
+  using type = ConfigSmall;
+};
+template <>
+struct TileFor<true> {
+  using type = ConfigLarge;
+};
+
 // Combine: one warp per query row.
 constexpr int kCombineWarps = 8;
 constexpr int kCombineThreads = 32 * kCombineWarps;

@@ -30,6 +30,7 @@ struct MlaVerifyProblem {
   int64_t mask_len = 0;       // elements of the mask buffer (bytes for kBool, words for kPacked)
   int max_draft = 0;          // upper bound on every D_b (1..64 required)
   int64_t max_prefix = 0;     // upper bound on every P_b; a planning hint (0 = unknown)
+  int force_num_splits = 0;   // mla_verify: prefix chunks per request when > 0 (benchmarks); 0 = planned
   MaskKind mask_kind = MaskKind::kBool;
   bool is_causal = true;
   bool write_lse = false;

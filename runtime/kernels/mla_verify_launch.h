@@ -1,0 +1,21 @@
+// Launch of the fast MLA tree-verify family on a stream.
+#pragma once
+
+#include <cuda.h>
+
+#include "runtime/common/status.h"
+#include "runtime/kernels/catalog.h"
+#include "runtime/kernels/mla_verify_args.h"
+#include "runtime/kernels/mla_verify_plan.h"
+
+namespace kjit::kernels {
+
+// Enqueues the whole sequence on `stream`: zero the error word, the split kernel (prefix chunks and
+// the draft-tree part), the combine. No allocation, no synchronization, no host reads of device
+// data: CUDA-graph capturable. InvalidArgument when the plan is not this family's or not this
+// problem's, a required buffer is 0 or misaligned (q, k_extend, kv_cache 16 bytes; o 8; workspace
+// 256). Errors the kernels detect land in the error word (plan.error_word_offset).
+Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, const MlaVerifyProblem& p,
+                       const MlaVerifyBuffers& b, CUstream stream);
+
+}  // namespace kjit::kernels

@@ -1,0 +1,50 @@
+// The fast MLA tree-verify family "mla_verify": specializations, plan and (mla_verify_launch.h)
+// launch. The plan is a pure function of MlaVerifyProblem and the device, so a launch sequence
+// captured in a CUDA graph stays valid while the buffers' contents (P_b, D_b, masks) change.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "runtime/common/status.h"
+#include "runtime/driver/cuda_driver.h"
+#include "runtime/kernels/mla_verify_args.h"
+
+namespace kjit::kernels {
+
+inline constexpr std::string_view kMlaVerifyFamily = "mla_verify";
+inline constexpr std::string_view kMlaVerifySource = "mla_verify/mla_verify.cu";
+
+// Catalog names: specialization "h<H>_<bool|packed>", with the split kernel and the combine.
+std::string MlaVerifySpecializationName(int num_heads, MaskKind mask);
+std::string MlaVerifySplitExpression(int num_heads, MaskKind mask);
+std::string MlaVerifyCombineExpression(int num_heads);
+
+// Tile the split kernel uses on a device of compute capability cc_major (the device code picks the
+// same tile from __CUDA_ARCH__): rows per CTA, KV rows per stage, threads, dynamic shared memory.
+struct MlaVerifyTile {
+  int rows = 0;
+  int kv_tile = 0;
+  int threads = 0;
+  int smem_bytes = 0;
+};
+MlaVerifyTile MlaVerifyTileFor(int cc_major);
+
+// Validates what the host can (InvalidArgument saying what to fix): H in {8,16,32,64,128},
+// 1 <= max_draft <= 64, batch in [1, 65535], non-negative sizes, strides (multiples of 8 elements,
+// rows not overlapping), finite scales; FailedPrecondition when the device lacks the shared memory
+// the tile needs. Chooses NSPLIT from B, max_draft, max_prefix (a hint: 0 = unknown) and
+// dev.sm_count unless problem.force_num_splits > 0. Workspace: error word, then per (request,
+// split) the partial LSE and O of max_draft * H rows.
+StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::DeviceInfo& dev);
+
+// Workspace offsets of a plan (the launcher and tests use them).
+struct MlaVerifyWorkspaceLayout {
+  size_t part_lse_offset = 0;
+  size_t part_o_offset = 0;
+  size_t bytes = 0;
+};
+StatusOr<MlaVerifyWorkspaceLayout> MlaVerifyWorkspace(const MlaVerifyProblem& p, int num_splits);
+
+}  // namespace kjit::kernels
