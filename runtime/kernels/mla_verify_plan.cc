@@ -1,0 +1,183 @@
+#include "runtime/kernels/mla_verify_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernel_sources/mla_verify/traits.h"
+
+namespace kjit::kernels {
+namespace {
+
+constexpr size_t kWorkspaceAlign = 256;
+
+size_t AlignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+// a * b without overflow, or false.
+bool MulOk(size_t a, size_t b, size_t* out) {
+  if (a != 0 && b > std::numeric_limits<size_t>::max() / a) return false;
+  *out = a * b;
+  return true;
+}
+
+Status Invalid(const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("mla_verify plan: ", what));
+}
+
+Status ValidateProblem(const MlaVerifyProblem& p) {
+  const int h = p.num_heads;
+  if (h != 8 && h != 16 && h != 32 && h != 64 && h != 128)
+    return Invalid(absl::StrCat("num_heads = ", h, "; use 8, 16, 32, 64 or 128 heads per rank"));
+  if (p.batch < 1 || p.batch > 65535)
+    return Invalid(absl::StrCat("batch = ", p.batch, "; need 1 <= batch <= 65535"));
+  if (p.max_draft < 1 || p.max_draft > 64)
+    return Invalid(absl::StrCat("max_draft = ", p.max_draft, "; need 1 <= max_draft <= 64"));
+  if (p.num_q < 0 || p.num_q > std::numeric_limits<int32_t>::max())
+    return Invalid(absl::StrCat("num_q = ", p.num_q, "; need 0 <= num_q < 2^31 (int32 qo_indptr)"));
+  if (p.num_slots < 1) return Invalid(absl::StrCat("num_slots = ", p.num_slots, "; kv_cache needs >= 1 row"));
+  if (p.num_kv_indices < 0 || p.mask_len < 0 || p.max_prefix < 0)
+    return Invalid("num_kv_indices, mask_len and max_prefix must be >= 0");
+  if (p.force_num_splits < 0 || p.force_num_splits > 65534)
+    return Invalid(absl::StrCat("force_num_splits = ", p.force_num_splits, "; need 0..65534"));
+  if (p.mask_kind != MaskKind::kBool && p.mask_kind != MaskKind::kPacked)
+    return Invalid("mask_kind must be kBool or kPacked");
+  if (!std::isfinite(p.sm_scale) || !std::isfinite(p.k_scale) || !std::isfinite(p.v_scale))
+    return Invalid("sm_scale, k_scale and v_scale must be finite");
+  // 16-byte cp.async rows: q and k_extend strides in multiples of 8 bf16.
+  if (p.q_stride_h < kMlaKDim || p.q_stride_h % 8 != 0)
+    return Invalid(absl::StrCat("q_stride_h = ", p.q_stride_h, "; need a multiple of 8, >= 576"));
+  if (p.q_stride_n % 8 != 0 || p.q_stride_n < (h - 1) * p.q_stride_h + kMlaKDim)
+    return Invalid(absl::StrCat("q_stride_n = ", p.q_stride_n, "; need a multiple of 8, >= ",
+                                (h - 1) * p.q_stride_h + kMlaKDim, " ((H-1)*q_stride_h + 576)"));
+  if (p.k_extend_stride_n < kMlaKDim || p.k_extend_stride_n % 8 != 0)
+    return Invalid(absl::StrCat("k_extend_stride_n = ", p.k_extend_stride_n, "; need a multiple of 8, >= 576"));
+  // 8-byte stores of four bf16 outputs.
+  if (p.o_stride_h < kMlaVDim || p.o_stride_h % 4 != 0)
+    return Invalid(absl::StrCat("o_stride_h = ", p.o_stride_h, "; need a multiple of 4, >= 512"));
+  if (p.o_stride_n % 4 != 0 || p.o_stride_n < (h - 1) * p.o_stride_h + kMlaVDim)
+    return Invalid(absl::StrCat("o_stride_n = ", p.o_stride_n, "; need a multiple of 4, >= ",
+                                (h - 1) * p.o_stride_h + kMlaVDim, " ((H-1)*o_stride_h + 512)"));
+  return absl::OkStatus();
+}
+
+// Makespan (in KV-tile times) of one launch: the tree CTAs first (blockIdx.y == 0 is scheduled
+// first), then the prefix CTAs, each taken by the SM that frees first (one CTA per SM), plus the
+// workspace traffic the combine pays for every extra split.
+double EstimateTiles(int sm_count, long ctas_per_split, long prefix_tiles, long tree_tiles, int splits,
+                     double state_tiles) {
+  constexpr double kFixed = 1.5;  // Q load + partial-state write, in tile times
+  const long per_split = (prefix_tiles + splits - 1) / splits;
+  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+  for (int i = 0; i < sm_count; ++i) free_at.push(0.0);
+  double end = 0;
+  auto run = [&](double len) {
+    const double t = free_at.top() + len;
+    free_at.pop();
+    free_at.push(t);
+    end = std::max(end, t);
+  };
+  for (long i = 0; i < ctas_per_split; ++i) run(static_cast<double>(tree_tiles) + kFixed);
+  for (long i = 0; i < ctas_per_split * splits; ++i) run(static_cast<double>(per_split) + kFixed);
+  return end + state_tiles * (splits + 1);
+}
+
+int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const MlaVerifyTile& tile) {
+  const long m_tiles = (static_cast<long>(p.max_draft) * p.num_heads + tile.rows - 1) / tile.rows;
+  const long ctas_per_split = m_tiles * p.batch;
+  const long prefix = p.max_prefix > 0 ? p.max_prefix : 16384;  // unknown: a typical verify prefix
+  const long prefix_tiles = std::max<long>(1, (prefix + tile.kv_tile - 1) / tile.kv_tile);
+  const long tree_tiles = (p.max_draft + tile.kv_tile - 1) / tile.kv_tile;
+  const int sms = std::max(1, dev.sm_count);
+  // Combine traffic per extra state: write + read of every row's 2 KB partial O, in tile times
+  // (a tile of one CTA ~ 2.5 us; the device moves ~3 MB per us).
+  const double state_bytes = 2.0 * p.batch * static_cast<double>(p.max_draft) * p.num_heads * kMlaVDim * 4;
+  const double state_tiles = state_bytes / 3e6 / 2.5;
+  const long max_splits = std::min<long>(prefix_tiles, std::max<long>(1, 4L * sms / ctas_per_split));
+  int best = 1;
+  double best_t = std::numeric_limits<double>::max();
+  for (long s = 1; s <= max_splits; ++s) {
+    const long per = (prefix_tiles + s - 1) / s;
+    if (s > 1 && (prefix_tiles + per - 1) / per < s) continue;  // same chunks as a smaller s
+    const double t = EstimateTiles(sms, ctas_per_split, prefix_tiles, tree_tiles, static_cast<int>(s), state_tiles);
+    if (t < best_t * 0.999) {
+      best_t = t;
+      best = static_cast<int>(s);
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string MlaVerifySpecializationName(int num_heads, MaskKind mask) {
+  return absl::StrCat("h", num_heads, mask == MaskKind::kPacked ? "_packed" : "_bool");
+}
+
+std::string MlaVerifySplitExpression(int num_heads, MaskKind mask) {
+  return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", mask == MaskKind::kPacked ? 1 : 0, ">");
+}
+
+std::string MlaVerifyCombineExpression(int num_heads) {
+  return absl::StrCat("kjit::mla::MlaVerifyCombine<", num_heads, ">");
+}
+
+MlaVerifyTile MlaVerifyTileFor(int cc_major) {
+  auto make = [](auto cfg) {
+    using Cfg = decltype(cfg);
+    return MlaVerifyTile{Cfg::kRows, Cfg::kKvTile, Cfg::kThreads, static_cast<int>(sizeof(mla::SmemPlan<Cfg>))};
+  };
+  return mla::UsesLargeTile(cc_major) ? make(mla::ConfigLarge{}) : make(mla::ConfigSmall{});
+}
+
+StatusOr<MlaVerifyWorkspaceLayout> MlaVerifyWorkspace(const MlaVerifyProblem& p, int num_splits) {
+  size_t states = 0, rows = 0, lse_bytes = 0, o_bytes = 0;
+  const size_t rows_cap = static_cast<size_t>(p.max_draft) * static_cast<size_t>(p.num_heads);
+  if (!MulOk(static_cast<size_t>(p.batch), static_cast<size_t>(num_splits) + 1, &states) ||
+      !MulOk(states, rows_cap, &rows) || !MulOk(rows, sizeof(float), &lse_bytes) ||
+      !MulOk(rows, static_cast<size_t>(kMlaVDim) * sizeof(float), &o_bytes))
+    return Invalid("workspace size overflows size_t");
+  MlaVerifyWorkspaceLayout w;
+  w.part_lse_offset = kWorkspaceAlign;  // the error word lives at offset 0
+  w.part_o_offset = AlignUp(w.part_lse_offset + lse_bytes, kWorkspaceAlign);
+  w.bytes = w.part_o_offset + o_bytes;
+  return w;
+}
+
+StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::DeviceInfo& dev) {
+  KJIT_RETURN_IF_ERROR(ValidateProblem(p));
+  if (dev.cc_major < 8)
+    return absl::FailedPreconditionError(
+        absl::StrCat("mla_verify needs compute capability >= 8.0 (bf16 mma.sync); device ", dev.ordinal,
+                     " (", dev.name, ") is ", dev.cc_major, ".", dev.cc_minor));
+  const MlaVerifyTile tile = MlaVerifyTileFor(dev.cc_major);
+  if (dev.max_smem_per_block_optin < tile.smem_bytes)
+    return absl::FailedPreconditionError(
+        absl::StrCat("mla_verify tile needs ", tile.smem_bytes, " bytes of shared memory per block; device ",
+                     dev.ordinal, " allows ", dev.max_smem_per_block_optin));
+
+  MlaVerifyPlan plan;
+  plan.family = std::string(kMlaVerifyFamily);
+  plan.specialization = MlaVerifySpecializationName(p.num_heads, p.mask_kind);
+  plan.num_splits = p.force_num_splits > 0 ? p.force_num_splits : ChooseSplits(p, dev, tile);
+  KJIT_ASSIGN_OR_RETURN(const MlaVerifyWorkspaceLayout ws, MlaVerifyWorkspace(p, plan.num_splits));
+  plan.workspace_bytes = ws.bytes;
+  plan.error_word_offset = 0;
+
+  const unsigned rows_cap = static_cast<unsigned>(p.max_draft * p.num_heads);
+  plan.main.grid[0] = (rows_cap + tile.rows - 1) / tile.rows;
+  plan.main.grid[1] = static_cast<unsigned>(plan.num_splits) + 1;  // split 0: the draft tree
+  plan.main.grid[2] = static_cast<unsigned>(p.batch);
+  plan.main.block[0] = static_cast<unsigned>(tile.threads);
+  plan.main.dynamic_smem = static_cast<unsigned>(tile.smem_bytes);
+  plan.combine.grid[0] = (rows_cap + mla::kCombineWarps - 1) / mla::kCombineWarps;
+  plan.combine.grid[1] = static_cast<unsigned>(p.batch);
+  plan.combine.block[0] = mla::kCombineThreads;
+  return plan;
+}
+
+}  // namespace kjit::kernels
