@@ -1,0 +1,118 @@
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "runtime/kernels/catalog.h"
+#include "runtime/server/daemon.h"
+#include "runtime/server/log.h"
+
+namespace kjit::server {
+namespace {
+
+std::string CompiledKey(const std::string& family, const std::string& spec, const std::string& arch) {
+  return absl::StrCat(family, "/", spec, "/", arch);
+}
+
+const char* OriginName(kernels::CompiledKernel::Origin o) {
+  switch (o) {
+    case kernels::CompiledKernel::Origin::kCompiled: return "compiled";
+    case kernels::CompiledKernel::Origin::kDiskHit: return "disk cache";
+    case kernels::CompiledKernel::Origin::kMemoryHit: return "memory cache";
+  }
+  return "?";
+}
+
+}  // namespace
+
+void Daemon::AddCompiled(const kernels::CompiledKernel& k) {
+  std::lock_guard<std::mutex> lock(compiled_mu);
+  compiled[CompiledKey(k.spec.family, k.spec.name, k.arch)] = k;
+}
+
+StatusOr<kernels::CompiledKernel> Daemon::FindCompiled(const std::string& family,
+                                                       const std::string& spec,
+                                                       const std::string& arch) {
+  std::lock_guard<std::mutex> lock(compiled_mu);
+  auto it = compiled.find(CompiledKey(family, spec, arch));
+  if (it == compiled.end()) {
+    return absl::NotFoundError(absl::StrCat("no compiled kernel ", family, "/", spec, " for ", arch));
+  }
+  return it->second;
+}
+
+StatusOr<DeviceRuntime*> Daemon::Device(int64_t ordinal) {
+  if (devices.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kjitd runs compile-only (", compile_only_reason, "): no GPU to launch on"));
+  }
+  if (ordinal < 0 || ordinal >= static_cast<int64_t>(devices.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("device ", ordinal, " out of range (", devices.size(),
+                                                   " GPUs)"));
+  }
+  return devices[ordinal].get();
+}
+
+Status StartDaemon(Daemon* d) {
+  cache::Options copts;
+  copts.dir = d->flags.cache_dir;
+  d->cache = cache::CubinCache::Open(copts);
+  if (!d->cache->warning().empty()) Log(LogLevel::kWarn, d->cache->warning());
+  d->compiler = std::make_unique<kernels::KernelCompiler>(d->cache.get());
+
+  std::vector<driver::DeviceInfo> infos;
+  if (auto devs = driver::Devices(); !devs.ok()) {
+    d->compile_only_reason = std::string(devs.status().message());
+  } else if (devs->empty()) {
+    d->compile_only_reason = "compile-only: no CUDA device";
+  } else {
+    infos = *devs;
+  }
+  if (infos.empty()) Log(LogLevel::kInfo, d->compile_only_reason);
+  std::vector<std::string> archs;
+  for (const auto& info : infos) {
+    Log(LogLevel::kInfo, absl::StrCat("GPU ", info.ordinal, ": ", info.name, " (", info.arch, ", ",
+                                      info.sm_count, " SMs)"));
+    archs.push_back(info.arch);
+  }
+  for (const auto& a : d->flags.archs) archs.push_back(a);
+  std::sort(archs.begin(), archs.end());
+  archs.erase(std::unique(archs.begin(), archs.end()), archs.end());
+
+  const auto& specs = kernels::Catalog();
+  if (!archs.empty() && !specs.empty()) {
+    const bool tty = isatty(2);
+    auto results = d->compiler->GetAll(
+        specs, archs, [&](int done, int total, const kernels::CompiledKernel* k, const Status& s) {
+          std::string line = absl::StrCat("kernels ", done, "/", total);
+          if (k != nullptr) absl::StrAppend(&line, ": ", k->spec.family, "/", k->spec.name, " ", k->arch, " (", OriginName(k->origin), ")");
+          if (!s.ok()) absl::StrAppend(&line, ": FAILED ", s.message());
+          if (tty && s.ok() && done < total) {
+            fprintf(stderr, "\r\033[Kkjitd info: %s", line.c_str());
+          } else {
+            if (tty) fprintf(stderr, "\r\033[K");
+            Log(s.ok() ? LogLevel::kInfo : LogLevel::kError, line);
+          }
+        });
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (results[i].ok()) d->AddCompiled(*results[i]);
+    }
+  }
+  for (const auto& info : infos) {
+    KJIT_ASSIGN_OR_RETURN(auto dev, DeviceRuntime::Create(info));
+    std::vector<kernels::CompiledKernel> mine;
+    for (const auto& spec : specs) {
+      auto k = d->FindCompiled(spec.family, spec.name, info.arch);
+      if (!k.ok()) {
+        return WithContext(k.status(), absl::StrCat("GPU ", info.ordinal, " cannot serve: kernel missing"));
+      }
+      mine.push_back(*std::move(k));
+    }
+    KJIT_ASSIGN_OR_RETURN(auto loaded, kernels::LoadedKernels::Load(mine, info));
+    dev->SetKernels(std::move(loaded));
+    d->devices.push_back(std::move(dev));
+  }
+  d->ready = true;
+  return absl::OkStatus();
+}
+
+}  // namespace kjit::server

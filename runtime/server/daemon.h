@@ -1,0 +1,47 @@
+// Everything the services share: devices, loaded kernels, regions, sessions, the cache.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "jit_cache/cubin_cache.h"
+#include "runtime/ipc/region_registry.h"
+#include "runtime/kernels/kernel_compiler.h"
+#include "runtime/server/device_runtime.h"
+#include "runtime/server/flags.h"
+#include "runtime/server/sessions.h"
+
+namespace kjit::server {
+
+struct Daemon {
+  Flags flags;
+  std::vector<std::unique_ptr<DeviceRuntime>> devices;  // empty: compile-only
+  std::string compile_only_reason;                      // why devices is empty
+  std::unique_ptr<cache::CubinCache> cache;
+  std::unique_ptr<kernels::KernelCompiler> compiler;
+  ipc::RegionRegistry regions;
+  SessionTable sessions;
+  std::atomic<bool> ready{false};
+
+  // Compiled cubins by "family/specialization/arch" (startup and Compile calls).
+  std::mutex compiled_mu;
+  std::map<std::string, kernels::CompiledKernel> compiled;
+  void AddCompiled(const kernels::CompiledKernel& k);
+  StatusOr<kernels::CompiledKernel> FindCompiled(const std::string& family,
+                                                 const std::string& spec,
+                                                 const std::string& arch);
+
+  // FAILED_PRECONDITION in compile-only mode; INVALID_ARGUMENT for an ordinal out of range.
+  StatusOr<DeviceRuntime*> Device(int64_t ordinal);
+};
+
+// Enumerates devices, compiles the catalog for every distinct arch (+ --arch extras) with a
+// progress line on stderr, loads modules per device. Compile failures are reported and fatal
+// only when a device ends up without its kernels.
+Status StartDaemon(Daemon* d);
+
+}  // namespace kjit::server

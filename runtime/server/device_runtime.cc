@@ -1,0 +1,40 @@
+#include "runtime/server/device_runtime.h"
+
+namespace kjit::server {
+
+StatusOr<std::unique_ptr<DeviceRuntime>> DeviceRuntime::Create(const driver::DeviceInfo& info) {
+  KJIT_ASSIGN_OR_RETURN(driver::Context ctx, driver::Context::RetainPrimary(info.ordinal));
+  KJIT_RETURN_IF_ERROR(ctx.MakeCurrent());
+  KJIT_ASSIGN_OR_RETURN(driver::Stream stream, driver::Stream::Create());
+  return std::unique_ptr<DeviceRuntime>(new DeviceRuntime(info, std::move(ctx), std::move(stream)));
+}
+
+StatusOr<CUdeviceptr> DeviceRuntime::Grow(std::unique_ptr<driver::DeviceBuffer>* buf, size_t bytes) {
+  if (bytes == 0) bytes = 256;
+  if (*buf && (*buf)->size() >= bytes) return (*buf)->get();
+  // Work queued on the stream may still use the old buffer.
+  KJIT_RETURN_IF_ERROR(stream_.Synchronize());
+  buf->reset();
+  const size_t rounded = (bytes + (1u << 20) - 1) & ~size_t{(1u << 20) - 1};
+  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer b, driver::DeviceBuffer::Alloc(rounded));
+  *buf = std::make_unique<driver::DeviceBuffer>(std::move(b));
+  return (*buf)->get();
+}
+
+Status DeviceRuntime::HoldUntilDone(std::vector<std::shared_ptr<const void>> refs) {
+  KJIT_ASSIGN_OR_RETURN(driver::Event done, driver::Event::Create(CU_EVENT_DISABLE_TIMING));
+  KJIT_RETURN_IF_ERROR(done.Record(stream_.get()));
+  in_flight_.push_back({std::move(done), std::move(refs)});
+  return absl::OkStatus();
+}
+
+void DeviceRuntime::Reap() {
+  auto api = driver::Get();
+  if (!api.ok()) return;
+  // Events complete in stream order: stop at the first one still pending.
+  while (!in_flight_.empty() && (*api)->cuEventQuery(in_flight_.front().done.get()) != CUDA_ERROR_NOT_READY) {
+    in_flight_.pop_front();
+  }
+}
+
+}  // namespace kjit::server

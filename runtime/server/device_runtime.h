@@ -1,0 +1,58 @@
+// One GPU as the daemon uses it: its primary context, one stream, the loaded kernels, and
+// daemon-owned device memory reused across launches (the families' workspace, and staging for
+// inputs and outputs that do not live in CUDA regions). Launches on a device are serialized by
+// its mutex; the stream orders them on the GPU.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "runtime/driver/cuda_driver.h"
+#include "runtime/kernels/kernel_compiler.h"
+
+namespace kjit::server {
+
+class DeviceRuntime {
+ public:
+  // Retains the primary context and creates the stream; the context is left current.
+  static StatusOr<std::unique_ptr<DeviceRuntime>> Create(const driver::DeviceInfo& info);
+
+  const driver::DeviceInfo& info() const { return info_; }
+  const driver::Context& context() const { return ctx_; }
+  CUstream stream() const { return stream_.get(); }
+  std::mutex& mu() { return mu_; }
+
+  // Loaded modules; null until SetKernels (then immutable).
+  const kernels::LoadedKernels* kernels() const { return kernels_.get(); }
+  void SetKernels(std::unique_ptr<kernels::LoadedKernels> k) { kernels_ = std::move(k); }
+
+  // Buffers of at least `bytes` (grown, never shrunk; contents not kept). Hold mu().
+  StatusOr<CUdeviceptr> Workspace(size_t bytes) { return Grow(&workspace_, bytes); }
+  StatusOr<CUdeviceptr> Staging(size_t bytes) { return Grow(&staging_, bytes); }
+
+  // Asynchronous launches: keeps `refs` (regions, events) alive until the work queued on the
+  // stream so far has finished; Reap drops those whose work is done. Hold mu().
+  Status HoldUntilDone(std::vector<std::shared_ptr<const void>> refs);
+  void Reap();
+
+ private:
+  DeviceRuntime(driver::DeviceInfo info, driver::Context ctx, driver::Stream stream)
+      : info_(std::move(info)), ctx_(std::move(ctx)), stream_(std::move(stream)) {}
+  StatusOr<CUdeviceptr> Grow(std::unique_ptr<driver::DeviceBuffer>* buf, size_t bytes);
+
+  driver::DeviceInfo info_;
+  driver::Context ctx_;
+  driver::Stream stream_;
+  std::unique_ptr<kernels::LoadedKernels> kernels_;
+  std::unique_ptr<driver::DeviceBuffer> workspace_, staging_;
+  struct InFlight {
+    driver::Event done;
+    std::vector<std::shared_ptr<const void>> refs;
+  };
+  std::deque<InFlight> in_flight_;
+  std::mutex mu_;
+};
+
+}  // namespace kjit::server

@@ -1,0 +1,131 @@
+#include "runtime/server/flags.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_split.h"
+
+namespace kjit::server {
+namespace {
+
+bool UsableDir(const std::string& dir) {
+  struct stat st;
+  return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && access(dir.c_str(), W_OK | X_OK) == 0;
+}
+
+std::string DirOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+}  // namespace
+
+std::string Usage() {
+  return "usage: kjitd [--socket PATH] [--listen HOST:PORT] [--cache-dir DIR] [--arch sm_XX[,sm_YY]]\n"
+         "             [--log-level error|warn|info|debug] [--help]\n"
+         "  --socket     Unix socket (default " + DefaultSocketPath() + ")\n"
+         "  --listen     also serve TCP on HOST:PORT (e.g. 127.0.0.1:8001); off unless given\n"
+         "  --cache-dir  cubin cache directory (default $KJIT_CACHE_DIR, else ~/.cache/kjit)\n"
+         "  --arch       extra archs to compile at startup besides the GPUs' own (e.g. sm_120,sm_90)\n"
+         "  --log-level  default info\n";
+}
+
+StatusOr<Flags> ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (const size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    if (arg == "--help" || arg == "-h") {
+      f.help = true;
+      continue;
+    }
+    if (arg != "--socket" && arg != "--listen" && arg != "--cache-dir" && arg != "--arch" &&
+        arg != "--log-level") {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag '", argv[i], "'\n", Usage()));
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
+      value = argv[++i];
+    }
+    if (arg == "--socket") f.socket = value;
+    if (arg == "--listen") f.listen = value;
+    if (arg == "--cache-dir") f.cache_dir = value;
+    if (arg == "--log-level") {
+      if (value != "error" && value != "warn" && value != "info" && value != "debug") {
+        return absl::InvalidArgumentError(absl::StrCat("--log-level: unknown level '", value, "'"));
+      }
+      f.log_level = value;
+    }
+    if (arg == "--arch") {
+      for (absl::string_view piece : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+        const std::string a(piece);
+        if (a.rfind("sm_", 0) != 0 || a.size() < 5) {
+          return absl::InvalidArgumentError(absl::StrCat("--arch: '", a, "' is not sm_XX"));
+        }
+        f.archs.push_back(a);
+      }
+    }
+  }
+  if (f.socket.empty()) f.socket = DefaultSocketPath();
+  return f;
+}
+
+std::string DefaultSocketPath() {
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg != '\0') {
+    return absl::StrCat(xdg, "/kjit/kjitd.sock");
+  }
+  if (UsableDir("/run/kjit")) return "/run/kjit/kjitd.sock";
+  return absl::StrCat("/tmp/kjit-", getuid(), "/kjitd.sock");
+}
+
+Status PrepareSocketPath(const std::string& path) {
+  if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket path too long (", path.size(), " bytes): ", path));
+  }
+  const std::string dir = DirOf(path);
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    // Only the last component is ours to create; it gets 0700.
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot create ", dir, ": ", std::strerror(errno)));
+    }
+    if (stat(dir.c_str(), &st) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot stat ", dir, ": ", std::strerror(errno)));
+    }
+  }
+  if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(dir, " is not a directory"));
+  if (st.st_uid != getuid() && st.st_uid != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(dir, " belongs to another user (uid ", st.st_uid, ")"));
+  }
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(path, " exists and is not a socket"));
+    }
+    // A daemon that still answers owns it; otherwise it is a dead daemon's leftover.
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd >= 0) {
+      sockaddr_un addr{};
+      addr.sun_family = AF_UNIX;
+      std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+      const bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+      close(fd);
+      if (live) return absl::FailedPreconditionError(absl::StrCat("another daemon serves ", path));
+    }
+    unlink(path.c_str());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kjit::server

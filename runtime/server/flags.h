@@ -1,0 +1,32 @@
+// kjitd's command line.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/common/status.h"
+
+namespace kjit::server {
+
+struct Flags {
+  std::string socket;               // Unix socket path ("" -> DefaultSocketPath())
+  std::string listen;               // HOST:PORT for TCP; "" -> no TCP
+  std::string cache_dir;            // "" -> the cache's own default
+  std::vector<std::string> archs;   // extra archs to compile at startup
+  std::string log_level = "info";   // error, warn, info, debug
+  bool help = false;
+};
+
+// InvalidArgument with a usage hint on a bad flag.
+StatusOr<Flags> ParseFlags(int argc, char** argv);
+std::string Usage();
+
+// $XDG_RUNTIME_DIR/kjit/kjitd.sock, else /run/kjit/kjitd.sock (when /run/kjit is usable), else
+// /tmp/kjit-$UID/kjitd.sock.
+std::string DefaultSocketPath();
+
+// Creates the socket's directory (mode 0700 when we create it), refuses a directory another user
+// owns, and removes a stale socket file left by a dead daemon.
+Status PrepareSocketPath(const std::string& path);
+
+}  // namespace kjit::server

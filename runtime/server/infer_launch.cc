@@ -1,0 +1,197 @@
+#include "runtime/server/infer_launch.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "runtime/server/family_dispatch.h"
+
+namespace kjit::server {
+namespace {
+
+using Kind = TensorSource::Kind;
+constexpr size_t kAlign = 256;
+size_t AlignUp(size_t x) { return (x + kAlign - 1) & ~(kAlign - 1); }
+
+const uint8_t* HostPtr(const TensorSource& s) {
+  return s.kind == Kind::kInline ? s.host : s.region->system->data() + s.offset;
+}
+
+uint64_t NeededBytes(const kernels::TensorDesc& t) {
+  uint64_t n = kernels::DatatypeSize(t.datatype);
+  for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+StatusOr<std::vector<uint8_t>> ReadToHost(const TensorSource& s, uint64_t bytes) {
+  std::vector<uint8_t> out(bytes);
+  if (bytes == 0) return out;
+  if (s.kind != Kind::kCuda) {
+    std::memcpy(out.data(), HostPtr(s), bytes);
+    return out;
+  }
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  KJIT_RETURN_IF_ERROR(driver::Check(
+      api->cuMemcpyDtoH(out.data(), s.region->cuda->base() + s.offset, bytes), "cuMemcpyDtoH(indptr)"));
+  return out;
+}
+
+template <typename T>
+std::vector<T> As(const std::vector<uint8_t>& bytes) {
+  std::vector<T> v(bytes.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+Status CheckIndptrs(ParsedInfer* p) {
+  auto read = [&](int slot) -> StatusOr<std::vector<uint8_t>> {
+    const int idx = p->layout.input_slot[slot];
+    if (idx < 0) return std::vector<uint8_t>();
+    return ReadToHost(p->input_src[idx], p->inputs[idx].byte_size);
+  };
+  KJIT_ASSIGN_OR_RETURN(auto qo, read(3));
+  KJIT_ASSIGN_OR_RETURN(auto kv, read(4));
+  KJIT_ASSIGN_OR_RETURN(auto mask, read(8));
+  const auto qo32 = As<int32_t>(qo), kv32 = As<int32_t>(kv);
+  const auto mask64 = As<int64_t>(mask);
+  return kernels::CheckMlaVerifyIndptrs(qo32, kv32, mask64, &p->problem);
+}
+
+Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelInferResponse* resp,
+                uint64_t* compute_ns) {
+  (void)d;
+  *compute_ns = 0;
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  KJIT_ASSIGN_OR_RETURN(MlaVerifyFamily family, FindMlaVerifyFamily(p->model->name));
+  std::shared_ptr<const ipc::NamedEvent> wait_ev, signal_ev;
+  if (!p->wait_event.empty()) {
+    KJIT_ASSIGN_OR_RETURN(wait_ev, d->regions.FindEvent(p->wait_event));
+  }
+  if (!p->signal_event.empty()) {
+    KJIT_ASSIGN_OR_RETURN(signal_ev, d->regions.FindEvent(p->signal_event));
+  }
+  for (const auto& ev : {wait_ev, signal_ev}) {
+    if (ev && ev->event->device() != dev->info().ordinal) {
+      return absl::InvalidArgumentError(absl::StrCat("event '", ev->name, "' belongs to GPU ",
+                                                     ev->event->device(), ", the launch runs on GPU ",
+                                                     dev->info().ordinal));
+    }
+  }
+
+  std::lock_guard<std::mutex> lock(dev->mu());
+  KJIT_RETURN_IF_ERROR(dev->context().MakeCurrent());
+  dev->Reap();
+  if (dev->kernels() == nullptr) return absl::FailedPreconditionError("kernels not loaded on this GPU");
+  KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, family.plan(p->problem, dev->info()));
+
+  // Staging offsets for everything not already in a CUDA region.
+  std::vector<size_t> in_off(p->inputs.size()), out_off(p->outputs.size());
+  size_t total = 0;
+  for (size_t i = 0; i < p->inputs.size(); ++i) {
+    if (p->input_src[i].kind == Kind::kCuda) continue;
+    in_off[i] = total;
+    total += AlignUp(p->inputs[i].byte_size);
+  }
+  for (size_t i = 0; i < p->outputs.size(); ++i) {
+    if (p->output_src[i].kind == Kind::kCuda) continue;
+    out_off[i] = total;
+    total += AlignUp(NeededBytes(p->outputs[i]));
+  }
+  CUdeviceptr staging = 0;
+  if (total > 0) {
+    KJIT_ASSIGN_OR_RETURN(staging, dev->Staging(total));
+  }
+  const size_t ws_bytes = std::max(plan.workspace_bytes, plan.error_word_offset + sizeof(uint32_t));
+  KJIT_ASSIGN_OR_RETURN(CUdeviceptr workspace, dev->Workspace(ws_bytes));
+  const CUstream stream = dev->stream();
+
+  auto in_addr = [&](int slot) -> CUdeviceptr {
+    const int i = p->layout.input_slot[slot];
+    if (i < 0) return 0;
+    const TensorSource& s = p->input_src[i];
+    return s.kind == Kind::kCuda ? s.region->cuda->base() + s.offset : staging + in_off[i];
+  };
+  auto out_addr = [&](int i) -> CUdeviceptr {
+    if (i < 0) return 0;
+    const TensorSource& s = p->output_src[i];
+    return s.kind == Kind::kCuda ? s.region->cuda->base() + s.offset : staging + out_off[i];
+  };
+  for (size_t i = 0; i < p->inputs.size(); ++i) {
+    const TensorSource& s = p->input_src[i];
+    if (s.kind == Kind::kCuda || p->inputs[i].byte_size == 0) continue;
+    KJIT_RETURN_IF_ERROR(driver::Check(
+        api->cuMemcpyHtoDAsync(staging + in_off[i], HostPtr(s), p->inputs[i].byte_size, stream),
+        absl::StrCat("staging input ", p->inputs[i].name)));
+  }
+  kernels::MlaVerifyBuffers b;
+  b.q = in_addr(0);
+  b.k_extend = in_addr(1);
+  b.kv_cache = in_addr(2);
+  b.qo_indptr = in_addr(3);
+  b.kv_indptr = in_addr(4);
+  b.kv_indices = in_addr(5);
+  b.mask = p->problem.mask_kind == kernels::MaskKind::kBool ? in_addr(6) : in_addr(7);
+  b.mask_indptr = in_addr(8);
+  b.o = out_addr(p->layout.o_output);
+  b.lse = out_addr(p->layout.lse_output);
+  b.workspace = workspace;
+
+  if (wait_ev) {
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(stream, wait_ev->event->get(), 0),
+                                       "cuStreamWaitEvent(kjit_wait_event)"));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  KJIT_RETURN_IF_ERROR(family.launch(*dev->kernels(), plan, p->problem, b, stream));
+
+  for (size_t i = 0; i < p->outputs.size(); ++i) {
+    auto* o = resp->add_outputs();
+    o->set_name(p->outputs[i].name);
+    o->set_datatype(p->outputs[i].datatype);
+    for (int64_t dim : p->outputs[i].shape) o->add_shape(dim);
+  }
+  if (signal_ev) {
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuEventRecord(signal_ev->event->get(), stream),
+                                       "cuEventRecord(kjit_signal_event)"));
+    // Regions and events stay referenced until the launch has finished on the GPU.
+    std::vector<std::shared_ptr<const void>> refs = {wait_ev, signal_ev};
+    for (const auto& s : p->input_src) refs.push_back(s.region);
+    for (const auto& s : p->output_src) refs.push_back(s.region);
+    KJIT_RETURN_IF_ERROR(dev->HoldUntilDone(std::move(refs)));
+    for (size_t i = 0; i < p->outputs.size(); ++i) resp->add_raw_output_contents();
+    return absl::OkStatus();
+  }
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "cuStreamSynchronize(launch)"));
+  *compute_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now() - t0).count();
+  uint32_t err = 0;
+  KJIT_RETURN_IF_ERROR(driver::Check(
+      api->cuMemcpyDtoH(&err, workspace + plan.error_word_offset, sizeof(err)), "reading the error word"));
+  if (err & kernels::kMlaErrKvIndexOutOfRange) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor 'kv_indices': kv_indices entry >= S (", p->problem.num_slots,
+        " kv_cache rows); those slots were treated as masked and the output is not valid"));
+  }
+  if (err != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("the kernel reported error bits 0x", absl::Hex(err),
+                                                   " (indptr inconsistent with the sizes)"));
+  }
+  for (size_t i = 0; i < p->outputs.size(); ++i) {
+    std::string* raw = resp->add_raw_output_contents();
+    const TensorSource& s = p->output_src[i];
+    const uint64_t n = NeededBytes(p->outputs[i]);
+    if (s.kind == Kind::kCuda || n == 0) continue;
+    uint8_t* dst = nullptr;
+    if (s.kind == Kind::kInline) {
+      raw->resize(n);
+      dst = reinterpret_cast<uint8_t*>(raw->data());
+    } else {
+      dst = s.region->system->data() + s.offset;
+    }
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(dst, staging + out_off[i], n),
+                                       absl::StrCat("reading output ", p->outputs[i].name)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kjit::server

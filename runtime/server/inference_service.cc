@@ -1,0 +1,148 @@
+#include "runtime/server/inference_service.h"
+
+#include "runtime/server/grpc_status.h"
+#include "runtime/server/models.h"
+
+namespace kjit::server {
+namespace {
+
+inference::DataType ConfigType(const std::string& dt) {
+  const std::string first = dt.substr(0, dt.find('|'));
+  if (first == "BOOL") return inference::TYPE_BOOL;
+  if (first == "INT32") return inference::TYPE_INT32;
+  if (first == "INT64") return inference::TYPE_INT64;
+  if (first == "UINT32") return inference::TYPE_UINT32;
+  if (first == "FP32") return inference::TYPE_FP32;
+  if (first == "BF16") return inference::TYPE_BF16;
+  return inference::TYPE_INVALID;
+}
+
+}  // namespace
+
+grpc::Status InferenceService::ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
+                                          inference::ServerLiveResponse* resp) {
+  resp->set_live(true);
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
+                                           inference::ServerReadyResponse* resp) {
+  resp->set_ready(d_->ready.load());
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* req,
+                                          inference::ModelReadyResponse* resp) {
+  // Unknown models are simply not ready (what Triton answers too).
+  resp->set_ready(FindModel(req->name(), req->version()).ok() && d_->ready.load() &&
+                  !d_->devices.empty());
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::ServerMetadata(grpc::ServerContext*,
+                                              const inference::ServerMetadataRequest*,
+                                              inference::ServerMetadataResponse* resp) {
+  resp->set_name("kjit");
+  resp->set_version(KJIT_VERSION);
+  for (const char* ext : {"cuda_shared_memory", "system_shared_memory", "model_configuration",
+                          "statistics"}) {
+    resp->add_extensions(ext);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
+                                             const inference::ModelMetadataRequest* req,
+                                             inference::ModelMetadataResponse* resp) {
+  auto model = FindModel(req->name(), req->version());
+  if (!model.ok()) return ToGrpc(model.status());
+  resp->set_name((*model)->name);
+  resp->add_versions(kModelVersion);
+  resp->set_platform(kPlatform);
+  auto fill = [](const TensorSpec& t, inference::ModelMetadataResponse::TensorMetadata* m) {
+    m->set_name(t.name);
+    m->set_datatype(t.datatype.substr(0, t.datatype.find('|')));
+    for (int64_t d : t.shape) m->add_shape(d);
+  };
+  for (const auto& t : (*model)->inputs) fill(t, resp->add_inputs());
+  for (const auto& t : (*model)->outputs) fill(t, resp->add_outputs());
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::ModelConfig(grpc::ServerContext*, const inference::ModelConfigRequest* req,
+                                           inference::ModelConfigResponse* resp) {
+  auto model = FindModel(req->name(), req->version());
+  if (!model.ok()) return ToGrpc(model.status());
+  inference::ModelConfig* c = resp->mutable_config();
+  c->set_name((*model)->name);
+  c->set_platform(kPlatform);
+  c->set_backend(kBackend);
+  c->set_max_batch_size(0);  // B is a data dimension (qo_indptr), not a Triton batch dimension
+  for (const auto& t : (*model)->inputs) {
+    auto* in = c->add_input();
+    in->set_name(t.name);
+    in->set_data_type(ConfigType(t.datatype));
+    for (int64_t d : t.shape) in->add_dims(d);
+  }
+  for (const auto& t : (*model)->outputs) {
+    auto* out = c->add_output();
+    out->set_name(t.name);
+    out->set_data_type(ConfigType(t.datatype));
+    for (int64_t d : t.shape) out->add_dims(d);
+  }
+  (*c->mutable_parameters())["optional_inputs"].set_string_value(
+      "custom_mask|packed_mask (exactly one), mask_indptr (with custom_mask)");
+  (*c->mutable_parameters())["optional_outputs"].set_string_value("lse");
+  (*c->mutable_parameters())["request_parameters"].set_string_value(
+      "sm_scale (required), k_scale, v_scale, is_causal, kjit_device, kjit_wait_event, kjit_signal_event");
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::ModelStatistics(grpc::ServerContext*,
+                                               const inference::ModelStatisticsRequest* req,
+                                               inference::ModelStatisticsResponse* resp) {
+  std::vector<const ModelSpec*> which;
+  if (req->name().empty()) {
+    for (const auto& m : Models()) which.push_back(&m);
+  } else {
+    auto model = FindModel(req->name(), req->version());
+    if (!model.ok()) return ToGrpc(model.status());
+    which.push_back(*model);
+  }
+  for (const ModelSpec* m : which) {
+    const ModelCounters& c = CountersOf(ModelIndex(m));
+    auto* s = resp->add_model_stats();
+    s->set_name(m->name);
+    s->set_version(kModelVersion);
+    s->set_last_inference(c.last_inference_ms.load());
+    s->set_inference_count(c.success_count.load());
+    s->set_execution_count(c.success_count.load());
+    auto* is = s->mutable_inference_stats();
+    is->mutable_success()->set_count(c.success_count.load());
+    is->mutable_success()->set_ns(c.success_ns.load());
+    is->mutable_fail()->set_count(c.fail_count.load());
+    is->mutable_fail()->set_ns(c.fail_ns.load());
+    is->mutable_compute_infer()->set_count(c.success_count.load());
+    is->mutable_compute_infer()->set_ns(c.compute_ns.load());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceService::RepositoryIndex(grpc::ServerContext*,
+                                               const inference::RepositoryIndexRequest* req,
+                                               inference::RepositoryIndexResponse* resp) {
+  const bool ready = d_->ready.load() && !d_->devices.empty();
+  for (const auto& m : Models()) {
+    if (req->ready() && !ready) continue;
+    auto* e = resp->add_models();
+    e->set_name(m.name);
+    e->set_version(kModelVersion);
+    e->set_state(ready ? "READY" : "UNAVAILABLE");
+    if (!ready) {
+      e->set_reason(d_->ready.load() ? d_->compile_only_reason : "starting: kernels not loaded yet");
+    }
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace kjit::server

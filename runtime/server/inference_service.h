@@ -1,0 +1,57 @@
+// inference.GRPCInferenceService (PROTOCOL.md): health and metadata (inference_service.cc),
+// shared memory (shm_service.cc), ModelInfer (model_infer.cc). Unlisted methods: UNIMPLEMENTED.
+#pragma once
+
+#include "inference/grpc_service.grpc.pb.h"
+#include "runtime/server/daemon.h"
+
+namespace kjit::server {
+
+class InferenceService final : public inference::GRPCInferenceService::Service {
+ public:
+  explicit InferenceService(Daemon* d) : d_(d) {}
+
+  grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
+                          inference::ServerLiveResponse*) override;
+  grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
+                           inference::ServerReadyResponse*) override;
+  grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest*,
+                          inference::ModelReadyResponse*) override;
+  grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
+                              inference::ServerMetadataResponse*) override;
+  grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest*,
+                             inference::ModelMetadataResponse*) override;
+  grpc::Status ModelConfig(grpc::ServerContext*, const inference::ModelConfigRequest*,
+                           inference::ModelConfigResponse*) override;
+  grpc::Status ModelStatistics(grpc::ServerContext*, const inference::ModelStatisticsRequest*,
+                               inference::ModelStatisticsResponse*) override;
+  grpc::Status RepositoryIndex(grpc::ServerContext*, const inference::RepositoryIndexRequest*,
+                               inference::RepositoryIndexResponse*) override;
+
+  grpc::Status SystemSharedMemoryStatus(grpc::ServerContext*,
+                                        const inference::SystemSharedMemoryStatusRequest*,
+                                        inference::SystemSharedMemoryStatusResponse*) override;
+  grpc::Status SystemSharedMemoryRegister(grpc::ServerContext*,
+                                          const inference::SystemSharedMemoryRegisterRequest*,
+                                          inference::SystemSharedMemoryRegisterResponse*) override;
+  grpc::Status SystemSharedMemoryUnregister(grpc::ServerContext*,
+                                            const inference::SystemSharedMemoryUnregisterRequest*,
+                                            inference::SystemSharedMemoryUnregisterResponse*) override;
+  grpc::Status CudaSharedMemoryStatus(grpc::ServerContext*,
+                                      const inference::CudaSharedMemoryStatusRequest*,
+                                      inference::CudaSharedMemoryStatusResponse*) override;
+  grpc::Status CudaSharedMemoryRegister(grpc::ServerContext*,
+                                        const inference::CudaSharedMemoryRegisterRequest*,
+                                        inference::CudaSharedMemoryRegisterResponse*) override;
+  grpc::Status CudaSharedMemoryUnregister(grpc::ServerContext*,
+                                          const inference::CudaSharedMemoryUnregisterRequest*,
+                                          inference::CudaSharedMemoryUnregisterResponse*) override;
+
+  grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest*,
+                          inference::ModelInferResponse*) override;
+
+ private:
+  Daemon* d_;
+};
+
+}  // namespace kjit::server

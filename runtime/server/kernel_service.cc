@@ -1,0 +1,216 @@
+#include "runtime/server/kernel_service.h"
+
+#include <algorithm>
+#include <set>
+
+#include "runtime/kernels/catalog.h"
+#include "runtime/server/grpc_status.h"
+#include "runtime/server/log.h"
+
+namespace kjit::server {
+namespace {
+
+void FillKernels(const kernels::CompiledKernel& k, google::protobuf::RepeatedPtrField<v1::KernelResources>* out) {
+  for (const auto& [expr, lowered] : k.lowered_names) {
+    auto* r = out->Add();
+    r->set_name_expression(expr);
+    r->set_lowered_name(lowered);
+    for (const auto& res : k.resources) {
+      if (res.lowered_name != lowered) continue;
+      r->mutable_resources()->set_registers(res.registers);
+      r->mutable_resources()->set_spill_stores_bytes(res.spill_store_bytes);
+      r->mutable_resources()->set_spill_loads_bytes(res.spill_load_bytes);
+      r->mutable_resources()->set_shared_bytes(res.shared_bytes);
+      r->mutable_resources()->set_local_bytes(res.stack_bytes);
+    }
+  }
+}
+
+StatusOr<std::vector<kernels::Specialization>> SelectSpecs(const std::string& family,
+                                                           const std::vector<std::string>& names) {
+  std::vector<kernels::Specialization> specs;
+  if (family.empty()) {
+    if (!names.empty()) return absl::InvalidArgumentError("specializations given without a family");
+    return kernels::Catalog();
+  }
+  specs = kernels::FamilySpecializations(family);
+  if (specs.empty()) return absl::InvalidArgumentError(absl::StrCat("unknown kernel family '", family, "'"));
+  if (names.empty()) return specs;
+  std::vector<kernels::Specialization> out;
+  for (const auto& n : names) {
+    auto it = std::find_if(specs.begin(), specs.end(), [&](const auto& s) { return s.name == n; });
+    if (it == specs.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("family '", family, "' has no specialization '", n, "'"));
+    }
+    out.push_back(*it);
+  }
+  return out;
+}
+
+}  // namespace
+
+grpc::Status KernelService::ListKernels(grpc::ServerContext*, const v1::ListKernelsRequest* req,
+                                        v1::ListKernelsResponse* resp) {
+  auto specs = SelectSpecs(req->family(), {});
+  if (!specs.ok()) return ToGrpc(specs.status());
+  std::lock_guard<std::mutex> lock(d_->compiled_mu);
+  for (const auto& s : *specs) {
+    auto* k = resp->add_kernels();
+    k->set_family(s.family);
+    k->set_specialization(s.name);
+    for (const auto& e : s.name_expressions) k->add_name_expressions(e);
+    const std::string prefix = absl::StrCat(s.family, "/", s.name, "/");
+    for (const auto& [key, c] : d_->compiled) {
+      if (key.rfind(prefix, 0) == 0) k->add_archs_compiled(c.arch);
+    }
+    for (const auto& dev : d_->devices) {
+      if (dev->kernels() != nullptr) k->add_devices_loaded(dev->info().ordinal);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status KernelService::Compile(grpc::ServerContext*, const v1::CompileRequest* req,
+                                    grpc::ServerWriter<v1::CompileProgress>* writer) {
+  auto specs = SelectSpecs(req->family(), {req->specializations().begin(), req->specializations().end()});
+  if (!specs.ok()) return ToGrpc(specs.status());
+  std::vector<std::string> archs(req->archs().begin(), req->archs().end());
+  if (archs.empty()) {
+    for (const auto& dev : d_->devices) archs.push_back(dev->info().arch);
+    for (const auto& a : d_->flags.archs) archs.push_back(a);
+  }
+  std::sort(archs.begin(), archs.end());
+  archs.erase(std::unique(archs.begin(), archs.end()), archs.end());
+  if (archs.empty()) return ToGrpc(absl::InvalidArgumentError("no archs given and no GPU to take them from"));
+  for (const auto& a : archs) {
+    if (a.rfind("sm_", 0) != 0) return ToGrpc(absl::InvalidArgumentError(absl::StrCat("arch '", a, "' is not sm_XX")));
+  }
+  d_->compiler->GetAll(*specs, archs, [&](int done, int total, const kernels::CompiledKernel* k,
+                                          const Status& s) {
+    v1::CompileProgress msg;
+    msg.set_done(done);
+    msg.set_total(total);
+    if (k != nullptr) {
+      d_->AddCompiled(*k);
+      msg.set_family(k->spec.family);
+      msg.set_specialization(k->spec.name);
+      msg.set_arch(k->arch);
+      msg.set_cache_key(k->cache_key);
+      msg.set_cache_hit(k->origin != kernels::CompiledKernel::Origin::kCompiled);
+      msg.set_compile_seconds(k->compile_ms / 1e3);
+      FillKernels(*k, msg.mutable_kernels());
+      if (msg.kernels_size() > 0) *msg.mutable_resources() = msg.kernels(0).resources();
+    }
+    if (!s.ok()) msg.set_error(std::string(s.message()));
+    writer->Write(msg);
+  });
+  return grpc::Status::OK;
+}
+
+grpc::Status KernelService::GetKernel(grpc::ServerContext*, const v1::GetKernelRequest* req,
+                                      v1::GetKernelResponse* resp) {
+  auto specs = SelectSpecs(req->family(), {req->specialization()});
+  if (!specs.ok()) return ToGrpc(specs.status());
+  if (req->arch().rfind("sm_", 0) != 0) {
+    return ToGrpc(absl::InvalidArgumentError(absl::StrCat("arch '", req->arch(), "' is not sm_XX")));
+  }
+  auto k = d_->FindCompiled(req->family(), req->specialization(), req->arch());
+  if (!k.ok()) {
+    k = d_->compiler->Get(specs->front(), req->arch());
+    if (!k.ok()) return ToGrpc(k.status());
+    d_->AddCompiled(*k);
+  }
+  resp->set_cubin(k->cubin.data(), k->cubin.size());
+  resp->set_cache_key(k->cache_key);
+  resp->set_arch(k->arch);
+  FillKernels(*k, resp->mutable_kernels());
+  return grpc::Status::OK;
+}
+
+grpc::Status KernelService::CacheStats(grpc::ServerContext*, const v1::CacheStatsRequest*,
+                                       v1::CacheStatsResponse* resp) {
+  const cache::Stats s = d_->cache->stats();
+  resp->set_directory(d_->cache->dir());
+  resp->set_max_bytes(d_->cache->max_bytes());
+  resp->set_hits(s.hits_memory + s.hits_disk);
+  resp->set_misses(s.misses);
+  resp->set_compiles(s.compiles);
+  resp->set_evictions(s.evictions);
+  resp->set_corrupt(s.corrupt);
+  resp->set_memory_only(d_->cache->memory_only());
+  if (auto list = d_->cache->List(); list.ok()) {
+    resp->set_entries(list->size());
+    uint64_t bytes = 0;
+    for (const auto& e : *list) bytes += e.file_bytes;
+    resp->set_bytes(bytes);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status KernelService::CacheList(grpc::ServerContext*, const v1::CacheListRequest*,
+                                      v1::CacheListResponse* resp) {
+  auto list = d_->cache->List();
+  if (!list.ok()) return ToGrpc(list.status());
+  for (const auto& e : *list) {
+    auto* out = resp->add_entries();
+    out->set_key(e.key);
+    out->set_family(e.meta.family);
+    out->set_specialization(e.meta.specialization);
+    out->set_arch(e.meta.arch);
+    out->set_bytes(e.file_bytes);
+    out->set_last_used_unix(e.meta.last_used_unix);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status KernelService::RegisterEvent(grpc::ServerContext* ctx, const v1::RegisterEventRequest* req,
+                                          v1::RegisterEventResponse*) {
+  auto session = d_->sessions.SessionOf(*ctx);
+  if (!session.ok()) return ToGrpc(session.status());
+  if (req->name().empty()) return ToGrpc(absl::InvalidArgumentError("event name is empty"));
+  if (req->raw_handle().size() != ipc::kIpcHandleBytes) {
+    return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+        "event '", req->name(), "': raw_handle must be exactly ", ipc::kIpcHandleBytes,
+        " bytes (a cudaIpcEventHandle_t), got ", req->raw_handle().size())));
+  }
+  auto dev = d_->Device(req->device_id());
+  if (!dev.ok()) return ToGrpc(dev.status());
+  if (d_->regions.FindEvent(req->name()).ok()) {
+    return ToGrpc(absl::AlreadyExistsError(absl::StrCat("event '", req->name(), "' is already registered")));
+  }
+  if (Status s = (*dev)->context().MakeCurrent(); !s.ok()) return ToGrpc(s);
+  auto ev = ipc::CudaIpcEvent::Open(req->raw_handle(), static_cast<int>(req->device_id()));
+  if (!ev.ok()) return ToGrpc(WithContext(ev.status(), absl::StrCat("event '", req->name(), "'")));
+  auto named = std::make_shared<ipc::NamedEvent>();
+  named->name = req->name();
+  named->session = *session;
+  named->event = *std::move(ev);
+  return ToGrpc(d_->regions.AddEvent(std::move(named)));
+}
+
+grpc::Status KernelService::UnregisterEvent(grpc::ServerContext*, const v1::UnregisterEventRequest* req,
+                                            v1::UnregisterEventResponse*) {
+  d_->regions.RemoveEvent(req->name());
+  return grpc::Status::OK;
+}
+
+grpc::Status KernelService::OpenSession(
+    grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>* stream) {
+  const std::string id = d_->sessions.Open(ctx->peer(), ctx);
+  v1::SessionEvent hello;
+  hello.set_session_id(id);
+  stream->Write(hello);
+  v1::SessionRequest msg;
+  std::string client = ctx->peer();
+  while (stream->Read(&msg)) {  // returns false when the client ends the stream or goes away
+    if (!msg.client_name().empty()) client = msg.client_name();
+  }
+  // Close first so that no new registration can name the session, then release.
+  d_->sessions.Close(id);
+  const size_t released = d_->regions.ReleaseSession(id);
+  Log(LogLevel::kInfo, absl::StrCat("session ", id, " (", client, ") ended; released ", released,
+                                    " regions/events"));
+  return grpc::Status::OK;
+}
+
+}  // namespace kjit::server

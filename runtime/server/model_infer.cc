@@ -1,0 +1,65 @@
+// ModelInfer: parse and validate everything, then pick the GPU and launch.
+#include <chrono>
+
+#include "runtime/server/grpc_status.h"
+#include "runtime/server/infer_launch.h"
+#include "runtime/server/inference_service.h"
+#include "runtime/server/log.h"
+
+namespace kjit::server {
+namespace {
+
+Status Infer(Daemon* d, const inference::ModelInferRequest& req, inference::ModelInferResponse* resp,
+             const ModelSpec** model, uint64_t* compute_ns) {
+  KJIT_ASSIGN_OR_RETURN(ParsedInfer p, ParseInferRequest(d, req));
+  *model = p.model;
+  // Device-resident index pointers are read back through the device's context.
+  bool cuda_indptr = false;
+  for (int slot : {3, 4, 8}) {
+    const int i = p.layout.input_slot[slot];
+    cuda_indptr |= i >= 0 && p.input_src[i].kind == TensorSource::Kind::kCuda;
+  }
+  DeviceRuntime* dev = nullptr;
+  if (cuda_indptr) {
+    KJIT_ASSIGN_OR_RETURN(dev, d->Device(p.device));
+    KJIT_RETURN_IF_ERROR(dev->context().MakeCurrent());
+  }
+  KJIT_RETURN_IF_ERROR(CheckIndptrs(&p));
+  KJIT_ASSIGN_OR_RETURN(dev, d->Device(p.device));
+  auto check_device = [&](const kernels::TensorDesc& t, const TensorSource& s) -> Status {
+    if (s.kind == TensorSource::Kind::kCuda && s.region->cuda->device() != dev->info().ordinal) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", t.name, "': region '", s.region->name, "' is on GPU ", s.region->cuda->device(),
+          ", the launch runs on GPU ", dev->info().ordinal, " (kjit_device)"));
+    }
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < p.inputs.size(); ++i) KJIT_RETURN_IF_ERROR(check_device(p.inputs[i], p.input_src[i]));
+  for (size_t i = 0; i < p.outputs.size(); ++i) KJIT_RETURN_IF_ERROR(check_device(p.outputs[i], p.output_src[i]));
+  resp->set_model_name(p.model->name);
+  resp->set_model_version(kModelVersion);
+  resp->set_id(req.id());
+  return RunInfer(d, dev, &p, resp, compute_ns);
+}
+
+}  // namespace
+
+grpc::Status InferenceService::ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* req,
+                                          inference::ModelInferResponse* resp) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelSpec* model = nullptr;
+  uint64_t compute_ns = 0;
+  Status s = Infer(d_, *req, resp, &model, &compute_ns);
+  if (model != nullptr) {
+    const uint64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now() - t0).count();
+    CountersOf(ModelIndex(model)).Record(s.ok(), ns, compute_ns);
+  }
+  if (!s.ok()) {
+    resp->Clear();
+    if (LogEnabled(LogLevel::kDebug)) Log(LogLevel::kDebug, absl::StrCat("ModelInfer: ", s.ToString()));
+  }
+  return ToGrpc(s);
+}
+
+}  // namespace kjit::server

@@ -1,0 +1,91 @@
+#include "runtime/server/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <climits>
+
+#include "runtime/server/inference_service.h"
+#include "runtime/server/kernel_service.h"
+#include "runtime/server/log.h"
+
+namespace kjit::server {
+
+Status RunDaemon(const Flags& flags) {
+  // Stop signals are taken synchronously by this thread (sigwait), never by gRPC's threads.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  Daemon d;
+  d.flags = flags;
+  SetLogLevel(flags.log_level);
+  KJIT_RETURN_IF_ERROR(PrepareSocketPath(flags.socket));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  InferenceService inference(&d);
+  KernelService kernel(&d);
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(INT_MAX);
+  builder.SetMaxSendMessageSize(INT_MAX);
+  builder.AddListeningPort("unix://" + flags.socket, grpc::InsecureServerCredentials());
+  int tcp_port = 0;
+  if (!flags.listen.empty()) {
+    builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &tcp_port);
+  }
+  builder.RegisterService(&inference);
+  builder.RegisterService(&kernel);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on unix://", flags.socket,
+                                               flags.listen.empty() ? "" : " or " + flags.listen));
+  }
+  if (!flags.listen.empty() && tcp_port == 0) {
+    server->Shutdown();
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", flags.listen));
+  }
+  chmod(flags.socket.c_str(), 0660);
+  auto* health = server->GetHealthCheckService();
+  health->SetServingStatus(false);  // NOT_SERVING until the kernels are loaded
+  Log(LogLevel::kInfo, absl::StrCat("listening on unix://", flags.socket,
+                                    flags.listen.empty() ? "" : absl::StrCat(" and ", flags.listen)));
+
+  // Startup (compile and load) happens while already answering health, so supervisors can watch.
+  if (Status s = StartDaemon(&d); !s.ok()) {
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server->Wait();
+    unlink(flags.socket.c_str());
+    return s;
+  }
+  health->SetServingStatus(true);
+  Log(LogLevel::kInfo, absl::StrCat("ready: ", d.devices.size(), " GPU(s)",
+                                    d.devices.empty() ? absl::StrCat(" (", d.compile_only_reason, ")") : ""));
+
+  int sig = 0;
+  sigwait(&stop, &sig);
+  Log(LogLevel::kInfo, absl::StrCat("signal ", sig, ": stopping (finishing in-flight requests)"));
+  health->SetServingStatus(false);
+  d.ready = false;
+  d.sessions.CancelAll();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  server->Wait();
+  d.regions.Clear();
+  for (auto& dev : d.devices) {
+    std::lock_guard<std::mutex> lock(dev->mu());
+    (void)dev->context().MakeCurrent();
+    dev->Reap();
+  }
+  unlink(flags.socket.c_str());
+  Log(LogLevel::kInfo, "stopped");
+  return absl::OkStatus();
+}
+
+}  // namespace kjit::server
