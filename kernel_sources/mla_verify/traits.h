@@ -7,6 +7,12 @@
 // rows against V columns c*128..c*128+127; P and the row maxima cross the four warps through smem.
 #pragma once
 
+#if defined(__CUDACC__)
+#define KJIT_MLA_HOST_DEVICE __host__ __device__
+#else
+#define KJIT_MLA_HOST_DEVICE
+#endif
+
 namespace kjit {
 namespace mla {
 
@@ -62,7 +68,7 @@ static_assert(sizeof(SmemPlan<ConfigLarge>) <= kSmemLimitLarge, "large tile exce
 static_assert(sizeof(SmemPlan<ConfigSmall>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
 
 // Which tile an arch compiles and the host plans for: the same function on both sides.
-constexpr bool UsesLargeTile(int cc_major) { return cc_major == 9 || cc_major == 10; }
+KJIT_MLA_HOST_DEVICE constexpr bool UsesLargeTile(int cc_major) { return cc_major == 9 || cc_major == 10; }
 template <bool kLarge>
 struct TileFor {
   using type = ConfigSmall;

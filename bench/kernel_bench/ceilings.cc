@@ -1,0 +1,51 @@
+#include "bench/kernel_bench/ceilings.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kjit::bench {
+
+kernels::Specialization MmaPeakSpecialization() {
+  kernels::Specialization s;
+  s.family = "bench";
+  s.name = "mma_peak";
+  s.entry_source = "bench/mma_peak.cu";
+  s.name_expressions = {"kjit::bench::MmaPeak"};
+  return s;
+}
+
+StatusOr<Ceilings> MeasureCeilings(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev,
+                                   CUstream stream) {
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  Ceilings c;
+  {
+    constexpr size_t kBytes = size_t{1} << 30;
+    KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer src, driver::DeviceBuffer::Alloc(kBytes));
+    KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer dst, driver::DeviceBuffer::Alloc(kBytes));
+    KJIT_RETURN_IF_ERROR(src.Fill(0x5a));
+    auto copy = [&](int) {
+      return driver::Check(api->cuMemcpyDtoDAsync(dst.get(), src.get(), kBytes, stream), "copy ceiling");
+    };
+    KJIT_RETURN_IF_ERROR(MedianMs(stream, 3, copy).status());  // warm-up
+    KJIT_ASSIGN_OR_RETURN(double ms, MedianMs(stream, 20, copy));
+    c.copy_bytes_per_s = 2.0 * kBytes / (ms * 1e-3);
+  }
+  {
+    KJIT_ASSIGN_OR_RETURN(CUfunction f, kernels.Function("bench", "mma_peak", "kjit::bench::MmaPeak"));
+    KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer sink, driver::DeviceBuffer::Alloc(256));
+    int iters = 4096;
+    CUdeviceptr out = sink.get();
+    void* args[] = {&iters, &out};
+    const unsigned blocks = static_cast<unsigned>(dev.sm_count) * 8;
+    auto launch = [&](int) {
+      return driver::Check(api->cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, 0, stream, args, nullptr),
+                           "mma peak launch");
+    };
+    KJIT_RETURN_IF_ERROR(MedianMs(stream, 3, launch).status());
+    KJIT_ASSIGN_OR_RETURN(double ms, MedianMs(stream, 10, launch));
+    const double flops = double(blocks) * 8 /*warps*/ * iters * 8 /*chains*/ * 2.0 * 16 * 8 * 16;
+    c.mma_flops_per_s = flops / (ms * 1e-3);
+  }
+  return c;
+}
+
+}  // namespace kjit::bench

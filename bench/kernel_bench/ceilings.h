@@ -1,0 +1,28 @@
+// The two roofline ceilings, measured in the same run as the kernel: device-to-device copy
+// bandwidth (bytes read + written per second) and the register-only mma.sync.m16n8k16 bf16 rate.
+#pragma once
+
+#include "runtime/common/status.h"
+#include "runtime/driver/cuda_driver.h"
+#include "runtime/kernels/catalog.h"
+
+namespace kjit::bench {
+
+struct Ceilings {
+  double copy_bytes_per_s = 0;
+  double mma_flops_per_s = 0;
+};
+
+// The catalog-style specialization of kernel_sources/bench/mma_peak.cu.
+kernels::Specialization MmaPeakSpecialization();
+
+StatusOr<Ceilings> MeasureCeilings(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev,
+                                   CUstream stream);
+
+// Median of `reps` timings (ms) of `enqueue` on `stream`, each between its own pair of events.
+template <typename F>
+StatusOr<double> MedianMs(CUstream stream, int reps, F&& enqueue);
+
+}  // namespace kjit::bench
+
+#include "bench/kernel_bench/timing_inl.h"
