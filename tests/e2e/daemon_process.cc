@@ -1,0 +1,102 @@
+#include "tests/e2e/daemon_process.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <filesystem>
+#include <thread>
+
+#include "health/v1/health.grpc.pb.h"
+
+namespace kjit::testing {
+
+DaemonProcess::DaemonProcess(std::vector<std::string> extra_flags) {
+  char tmpl[] = "/tmp/kjitd-test-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    error_ = "mkdtemp failed";
+    return;
+  }
+  dir_ = tmpl;
+  socket_ = dir_ + "/run/kjitd.sock";  // run/ does not exist: the daemon creates it (0700)
+  std::vector<std::string> args = {KJITD_PATH, "--socket", socket_, "--cache-dir", dir_ + "/cache",
+                                   "--log-level", "warn"};
+  args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+  pid_ = fork();
+  if (pid_ == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  if (pid_ < 0) {
+    error_ = "fork failed";
+    return;
+  }
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  // Connect only once the socket exists: a failed connect puts the channel into reconnect backoff.
+  while (!std::filesystem::exists(socket_) && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto stub = grpc::health::v1::Health::NewStub(Channel());
+  while (std::chrono::steady_clock::now() < give_up) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      error_ = "kjitd exited during startup with status " + std::to_string(status);
+      return;
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    grpc::health::v1::HealthCheckRequest req;
+    grpc::health::v1::HealthCheckResponse resp;
+    if (stub->Check(&ctx, req, &resp).ok() &&
+        resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  error_ = "kjitd did not become SERVING within 120 s";
+}
+
+std::shared_ptr<grpc::Channel> DaemonProcess::Channel() const {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(INT_MAX);
+  args.SetMaxSendMessageSize(INT_MAX);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
+  return grpc::CreateCustomChannel(target(), grpc::InsecureChannelCredentials(), args);
+}
+
+int DaemonProcess::Stop() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < give_up) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+  return -1;
+}
+
+DaemonProcess::~DaemonProcess() {
+  Stop();
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+}  // namespace kjit::testing

@@ -1,0 +1,35 @@
+// Test helper: a real kjitd on a temporary Unix socket with a temporary cache directory, started
+// as a child process and stopped with SIGTERM.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kjit::testing {
+
+class DaemonProcess {
+ public:
+  // Starts kjitd (path from the build) with extra flags; waits until health says SERVING.
+  // On failure, ok() is false and error() says why.
+  explicit DaemonProcess(std::vector<std::string> extra_flags = {});
+  ~DaemonProcess();
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  const std::string& socket() const { return socket_; }
+  const std::string& dir() const { return dir_; }
+  std::string target() const { return "unix://" + socket_; }
+  std::shared_ptr<grpc::Channel> Channel() const;
+  // Sends SIGTERM and waits; returns the exit status (-1 when it did not exit in time).
+  int Stop();
+
+ private:
+  std::string dir_, socket_, error_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace kjit::testing
