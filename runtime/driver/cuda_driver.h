@@ -15,25 +15,35 @@
 
 namespace kjit::driver {
 
-// Typed entry points. Members spell the API names; <cuda.h> maps versioned ones (cuMemAlloc ->
-// cuMemAlloc_v2), and the loader asks cuGetProcAddress for the same version this header declares.
+// Typed entry points. Members spell the API names as <cuda.h> maps them (cuMemAlloc ->
+// cuMemAlloc_v2, cuGraphInstantiate -> cuGraphInstantiateWithFlags), so api->cuMemAlloc(...) reads
+// like the C API. Each entry is requested from cuGetProcAddress at the ABI version (cudaTypedefs.h's
+// PFN_<name>_v<version>) whose signature the header declares; driver_api.cc static_asserts that
+// every pair matches. (Asking for the newest version instead would, for example, hand back
+// CUDA 13's cuCtxSynchronize(CUcontext) behind a cuCtxSynchronize(void) pointer.)
+#define KJIT_CU_API_LIST(X)                                                                         \
+  X(cuInit, 2000) X(cuDriverGetVersion, 2020) X(cuDeviceGet, 2000) X(cuDeviceGetCount, 2000)      \
+  X(cuDeviceGetName, 2000) X(cuDeviceGetAttribute, 2000) X(cuDeviceGetUuid, 11040)                \
+  X(cuDeviceTotalMem, 3020) X(cuDevicePrimaryCtxRetain, 7000) X(cuDevicePrimaryCtxRelease, 11000) \
+  X(cuCtxSetCurrent, 4000) X(cuCtxGetCurrent, 4000) X(cuCtxSynchronize, 2000)                      \
+  X(cuModuleLoadData, 2000) X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000)                  \
+  X(cuFuncGetAttribute, 2020) X(cuFuncSetAttribute, 9000) X(cuLaunchKernel, 4000)                 \
+  X(cuStreamCreate, 2000) X(cuStreamDestroy, 4000) X(cuStreamSynchronize, 2000)                   \
+  X(cuStreamWaitEvent, 3020) X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000)          \
+  X(cuGraphInstantiateWithFlags, 11040) X(cuGraphLaunch, 10000) X(cuGraphDestroy, 10000)         \
+  X(cuGraphExecDestroy, 10000) X(cuEventCreate, 2000) X(cuEventDestroy, 4000)                     \
+  X(cuEventRecord, 2000) X(cuEventSynchronize, 2000) X(cuEventElapsedTime, 12080)                 \
+  X(cuEventQuery, 2000) X(cuMemAlloc, 3020) X(cuMemFree, 3020) X(cuMemcpyHtoD, 3020)              \
+  X(cuMemcpyDtoH, 3020) X(cuMemcpyDtoD, 3020) X(cuMemcpyHtoDAsync, 3020)                          \
+  X(cuMemcpyDtoHAsync, 3020) X(cuMemcpyDtoDAsync, 3020) X(cuMemsetD8, 3020)                       \
+  X(cuMemsetD8Async, 3020) X(cuMemsetD32Async, 3020) X(cuMemGetAddressRange, 3020)                \
+  X(cuPointerGetAttribute, 4000) X(cuIpcGetMemHandle, 4010) X(cuIpcOpenMemHandle, 11000)          \
+  X(cuIpcCloseMemHandle, 4010) X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010)         \
+  X(cuGetErrorName, 6000) X(cuGetErrorString, 6000) X(cuMemHostRegister, 6050)                    \
+  X(cuMemHostUnregister, 4000)
+
 struct Api {
-#define KJIT_CU_API_MEMBER(name) decltype(&::name) name = nullptr;
-#define KJIT_CU_API_LIST(X)                                                                       \
-  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName)          \
-  X(cuDeviceGetAttribute) X(cuDeviceGetUuid) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain)     \
-  X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize)         \
-  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute)             \
-  X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuStreamCreate) X(cuStreamDestroy)                   \
-  X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamBeginCapture) X(cuStreamEndCapture)      \
-  X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)                 \
-  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                      \
-  X(cuEventElapsedTime) X(cuEventQuery) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)               \
-  X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) \
-  X(cuMemsetD8) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuMemGetAddressRange)                   \
-  X(cuPointerGetAttribute) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)     \
-  X(cuIpcGetEventHandle) X(cuIpcOpenEventHandle) X(cuGetErrorName) X(cuGetErrorString)           \
-  X(cuMemHostRegister) X(cuMemHostUnregister)
+#define KJIT_CU_API_MEMBER(name, version) decltype(&::name) name = nullptr;
   KJIT_CU_API_LIST(KJIT_CU_API_MEMBER)
 #undef KJIT_CU_API_MEMBER
 };

@@ -1,4 +1,7 @@
+#include <cudaTypedefs.h>
 #include <dlfcn.h>
+
+#include <type_traits>
 
 #include <mutex>
 
@@ -8,6 +11,13 @@
 
 namespace kjit::driver {
 namespace {
+
+// The signature the header declares is the one of the ABI version the loader asks for.
+#define KJIT_CU_CHECK_ABI(name, version)                                              \
+  static_assert(std::is_same_v<decltype(Api::name), PFN_##name##_v##version>, \
+                #name " is requested at an ABI version whose signature differs");
+KJIT_CU_API_LIST(KJIT_CU_CHECK_ABI)
+#undef KJIT_CU_CHECK_ABI
 
 // Names of the errors this project meets, for messages when the driver cannot be asked.
 const char* FallbackErrorName(CUresult r) {
@@ -60,22 +70,21 @@ Status Resolve(void* handle, Api& api) {
         "compile-only: the CUDA driver lacks cuGetProcAddress_v2 (driver older than CUDA 12)");
   }
   Status status;
-  auto load = [&](const char* name, auto& slot) {
+  auto load = [&](const char* name, int version, auto& slot) {
     if (!status.ok()) return;
     void* fn = nullptr;
     CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SUCCESS;
-    CUresult r = get_proc(name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+    CUresult r = get_proc(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &found);
     if (r != CUDA_SUCCESS || fn == nullptr || found != CU_GET_PROC_ADDRESS_SUCCESS) {
       status = absl::FailedPreconditionError(absl::StrCat(
-          "compile-only: the CUDA driver lacks ", name, " for CUDA ", CUDA_VERSION / 1000, ".",
-          (CUDA_VERSION % 1000) / 10, " (result ", static_cast<int>(r), ", query ",
-          static_cast<int>(found), "); update the driver"));
+          "compile-only: the CUDA driver lacks ", name, " (ABI version ", version, "; result ",
+          static_cast<int>(r), ", query ", static_cast<int>(found), "); update the driver"));
       return;
     }
     slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(fn);
   };
   // #name stringizes the unexpanded API name (cuMemAlloc), which cuGetProcAddress expects.
-#define KJIT_CU_RESOLVE(name) load(#name, api.name);
+#define KJIT_CU_RESOLVE(name, version) load(#name, version, api.name);
   KJIT_CU_API_LIST(KJIT_CU_RESOLVE)
 #undef KJIT_CU_RESOLVE
   return status;
