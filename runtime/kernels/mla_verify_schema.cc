@@ -209,40 +209,45 @@ Status CheckMlaVerifyIndptrs(std::span<const int32_t> qo, std::span<const int32_
   if (qo[0] != 0) return Bad("qo_indptr", absl::StrCat("entry 0 is ", qo[0], ", expected 0"));
   if (kv[0] != 0) return Bad("kv_indptr", absl::StrCat("entry 0 is ", kv[0], ", expected 0"));
   if (bool_mask && mask[0] < 0) return Bad("mask_indptr", absl::StrCat("entry 0 is negative: ", mask[0]));
+  // One tensor at a time, so that an error names the tensor that is wrong, not a later victim.
   int max_draft = 0;
-  int64_t max_prefix = 0;
   int64_t packed_words = 0;
   for (size_t i = 0; i < b; ++i) {
     const int64_t d = int64_t{qo[i + 1]} - qo[i];
-    const int64_t pre = int64_t{kv[i + 1]} - kv[i];
     if (d < 1 || d > kMaxDraft) {
       return Bad("qo_indptr", absl::StrCat("request ", i, " has ", d, " draft tokens (must be 1..",
                                            kMaxDraft, ")"));
     }
-    if (pre < 0) return Bad("kv_indptr", absl::StrCat("decreases at request ", i));
     max_draft = std::max(max_draft, static_cast<int>(d));
-    max_prefix = std::max(max_prefix, pre);
     packed_words += d * ((d + 31) / 32);
-    if (bool_mask) {
-      const int64_t want = d * (pre + d);  // <= 64 * (2^31 + 64): no overflow
-      if (mask[i + 1] < mask[i] || mask[i + 1] - mask[i] != want) {
-        return Bad("mask_indptr", absl::StrCat("request ", i, " spans ", mask[i + 1] - mask[i],
-                                               " mask entries, expected D*(P+D) = ", want));
-      }
-    }
   }
   if (qo[b] != p->num_q) {
     return Bad("qo_indptr", absl::StrCat("ends at ", qo[b], ", expected N = ", p->num_q, " (rows of q)"));
+  }
+  int64_t max_prefix = 0;
+  for (size_t i = 0; i < b; ++i) {
+    const int64_t pre = int64_t{kv[i + 1]} - kv[i];
+    if (pre < 0) return Bad("kv_indptr", absl::StrCat("decreases at request ", i));
+    max_prefix = std::max(max_prefix, pre);
   }
   if (kv[b] > p->num_kv_indices) {
     return Bad("kv_indptr", absl::StrCat("ends at ", kv[b], ", beyond kv_indices' ",
                                          p->num_kv_indices, " entries"));
   }
-  if (bool_mask && mask[b] > p->mask_len) {
-    return Bad("mask_indptr", absl::StrCat("ends at ", mask[b], ", beyond custom_mask's ",
-                                           p->mask_len, " entries"));
-  }
-  if (!bool_mask && packed_words > p->mask_len) {
+  if (bool_mask) {
+    for (size_t i = 0; i < b; ++i) {
+      const int64_t d = int64_t{qo[i + 1]} - qo[i];
+      const int64_t want = d * (int64_t{kv[i + 1]} - kv[i] + d);  // <= 64 * (2^31 + 64)
+      if (mask[i + 1] < mask[i] || mask[i + 1] - mask[i] != want) {
+        return Bad("mask_indptr", absl::StrCat("request ", i, " spans ", mask[i + 1] - mask[i],
+                                               " mask entries, expected D*(P+D) = ", want));
+      }
+    }
+    if (mask[b] > p->mask_len) {
+      return Bad("mask_indptr", absl::StrCat("ends at ", mask[b], ", beyond custom_mask's ",
+                                             p->mask_len, " entries"));
+    }
+  } else if (packed_words > p->mask_len) {
     return Bad("packed_mask", absl::StrCat("has ", p->mask_len, " words, the draft rows need ",
                                            packed_words));
   }

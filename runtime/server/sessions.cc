@@ -39,6 +39,11 @@ StatusOr<std::string> SessionTable::SessionOf(const grpc::ServerContext& ctx) co
   return id;
 }
 
+bool SessionTable::IsOpen(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_.count(id) != 0;
+}
+
 size_t SessionTable::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return open_.size();

@@ -1,0 +1,239 @@
+// ModelInfer against a real compile-only kjitd: every validation error comes back as its exact code
+// before the launch is attempted; a fully valid request gets FAILED_PRECONDITION (no GPU).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <limits>
+
+#include "inference/grpc_service.grpc.pb.h"
+#include "tests/e2e/daemon_process.h"
+
+namespace kjit::testing {
+namespace {
+
+using grpc::StatusCode;
+using Req = inference::ModelInferRequest;
+
+template <typename T>
+std::string Bytes(std::initializer_list<T> v) {
+  std::string s(v.size() * sizeof(T), '\0');
+  std::memcpy(s.data(), std::data(v), s.size());
+  return s;
+}
+
+void AddInput(Req* r, const std::string& name, const std::string& dt, std::vector<int64_t> shape,
+              std::string raw) {
+  auto* in = r->add_inputs();
+  in->set_name(name);
+  in->set_datatype(dt);
+  for (int64_t d : shape) in->add_shape(d);
+  r->add_raw_input_contents(std::move(raw));
+}
+
+// B = 1, D = 2 draft tokens, P = 3 prefix slots, H = 8, S = `slots`.
+Req ValidRequest(int64_t slots = 4) {
+  Req r;
+  r.set_model_name("mla_verify");
+  r.set_id("req-1");
+  (*r.mutable_parameters())["sm_scale"].set_double_param(0.14467963);
+  AddInput(&r, "q", "BF16", {2, 8, 576}, std::string(2 * 8 * 576 * 2, '\0'));
+  AddInput(&r, "k_extend", "BF16", {2, 1, 576}, std::string(2 * 576 * 2, '\0'));
+  AddInput(&r, "kv_cache", "BF16", {slots, 1, 576}, std::string(slots * 576 * 2, '\0'));
+  AddInput(&r, "qo_indptr", "INT32", {2}, Bytes<int32_t>({0, 2}));
+  AddInput(&r, "kv_indptr", "INT32", {2}, Bytes<int32_t>({0, 3}));
+  AddInput(&r, "kv_indices", "INT64", {3}, Bytes<int64_t>({1, 2, 3}));
+  AddInput(&r, "custom_mask", "BOOL", {10}, std::string(10, '\1'));
+  AddInput(&r, "mask_indptr", "INT64", {2}, Bytes<int64_t>({0, 10}));
+  r.add_outputs()->set_name("o");
+  return r;
+}
+
+class InferTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { daemon_ = new DaemonProcess(); }
+  static void TearDownTestSuite() { delete daemon_; }
+  void SetUp() override {
+    ASSERT_TRUE(daemon_->ok()) << daemon_->error();
+    stub_ = inference::GRPCInferenceService::NewStub(daemon_->Channel());
+  }
+  grpc::Status Infer(const Req& r) {
+    grpc::ClientContext ctx;
+    inference::ModelInferResponse resp;
+    return stub_->ModelInfer(&ctx, r, &resp);
+  }
+  // Expects INVALID_ARGUMENT whose message names `tensor`.
+  void ExpectBad(const Req& r, const std::string& tensor) {
+    const grpc::Status s = Infer(r);
+    EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find("'" + tensor + "'"), std::string::npos) << s.error_message() << " (expected '" << tensor << "')";
+  }
+  static DaemonProcess* daemon_;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+};
+DaemonProcess* InferTest::daemon_ = nullptr;
+
+TEST_F(InferTest, ValidRequestWithoutGpuIsFailedPrecondition) {
+  const grpc::Status s = Infer(ValidRequest());
+  EXPECT_EQ(s.error_code(), StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("compile-only"), std::string::npos) << s.error_message();
+  Req naive = ValidRequest();
+  naive.set_model_name("mla_verify_naive");
+  EXPECT_EQ(Infer(naive).error_code(), StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_F(InferTest, UnknownModelIsInvalidArgument) {
+  Req r = ValidRequest();
+  r.set_model_name("resnet50");
+  EXPECT_EQ(Infer(r).error_code(), StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(InferTest, EachBadTensorIsNamed) {
+  Req r = ValidRequest();
+  r.mutable_inputs(0)->set_datatype("FP16");
+  ExpectBad(r, "q");
+  r = ValidRequest();
+  r.mutable_inputs(1)->set_shape(0, 3);  // N differs from q's
+  r.set_raw_input_contents(1, std::string(3 * 576 * 2, '\0'));
+  ExpectBad(r, "k_extend");
+  r = ValidRequest();
+  r.mutable_raw_input_contents(2)->pop_back();  // one byte short
+  ExpectBad(r, "kv_cache");
+  r = ValidRequest();
+  r.set_raw_input_contents(3, Bytes<int32_t>({0, 3}));  // ends past N = 2
+  ExpectBad(r, "qo_indptr");
+  r = ValidRequest();
+  r.set_raw_input_contents(4, Bytes<int32_t>({0, 4}));  // past kv_indices' 3 entries
+  ExpectBad(r, "kv_indptr");
+  r = ValidRequest();
+  r.set_raw_input_contents(7, Bytes<int64_t>({0, 9}));  // D * (P + D) = 10
+  ExpectBad(r, "mask_indptr");
+  r = ValidRequest();
+  r.mutable_inputs(6)->set_datatype("INT8");
+  ExpectBad(r, "custom_mask");
+  r = ValidRequest();
+  r.mutable_outputs(0)->set_name("attn");
+  ExpectBad(r, "attn");
+}
+
+TEST_F(InferTest, ParametersAndRawSlots) {
+  Req r = ValidRequest();
+  r.mutable_parameters()->erase("sm_scale");
+  ExpectBad(r, "sm_scale");
+  r = ValidRequest();
+  (*r.mutable_parameters())["sm_scale"].set_string_param("0.125");  // string form accepted
+  (*r.mutable_parameters())["priority"].set_int64_param(1);         // reserved: ignored
+  (*r.mutable_parameters())["triton_enable_empty_final_response"].set_bool_param(true);
+  (*r.mutable_parameters())["binary_data_output"].set_bool_param(true);
+  EXPECT_EQ(Infer(r).error_code(), StatusCode::FAILED_PRECONDITION);
+  r = ValidRequest();
+  (*r.mutable_parameters())["kjit_unknown"].set_int64_param(1);
+  EXPECT_EQ(Infer(r).error_code(), StatusCode::INVALID_ARGUMENT);
+  r = ValidRequest();
+  (*r.mutable_parameters())["sm_scale"].set_double_param(-1);
+  EXPECT_EQ(Infer(r).error_code(), StatusCode::INVALID_ARGUMENT);
+  r = ValidRequest();
+  r.add_raw_input_contents("extra");
+  EXPECT_EQ(Infer(r).error_code(), StatusCode::INVALID_ARGUMENT);
+  r = ValidRequest();
+  r.mutable_raw_input_contents()->RemoveLast();
+  ExpectBad(r, "mask_indptr");
+}
+
+TEST_F(InferTest, TypedContentsAndDefaultOutputs) {
+  Req r = ValidRequest();
+  r.mutable_raw_input_contents()->DeleteSubrange(3, 1);  // qo_indptr as int_contents instead
+  r.mutable_inputs(3)->mutable_contents()->add_int_contents(0);
+  r.mutable_inputs(3)->mutable_contents()->add_int_contents(2);
+  r.clear_outputs();  // none requested: o only
+  EXPECT_EQ(Infer(r).error_code(), StatusCode::FAILED_PRECONDITION);
+  r.mutable_inputs(3)->mutable_contents()->set_int_contents(1, 5);
+  ExpectBad(r, "qo_indptr");
+}
+
+TEST_F(InferTest, MessagesAboveFourMegabytesAreAccepted) {
+  const grpc::Status s = Infer(ValidRequest(/*slots=*/5000));  // 5.8 MB of kv_cache
+  EXPECT_EQ(s.error_code(), StatusCode::FAILED_PRECONDITION) << s.error_message();
+}
+
+TEST_F(InferTest, RegionsForTensors) {
+  const std::string key = "/kjit-infer-test-" + std::to_string(getpid());
+  const int fd = shm_open(key.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 1 << 16), 0);
+  void* map = mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  close(fd);
+  {
+    grpc::ClientContext ctx;
+    inference::SystemSharedMemoryRegisterRequest reg;
+    reg.set_name("host");
+    reg.set_key(key);
+    reg.set_offset(0);
+    reg.set_byte_size(1 << 16);
+    inference::SystemSharedMemoryRegisterResponse resp;
+    ASSERT_TRUE(stub_->SystemSharedMemoryRegister(&ctx, reg, &resp).ok());
+  }
+  // qo_indptr from the region at offset 256; raw slots then skip it.
+  auto use_region = [](Req* r, int input, int64_t offset, int64_t size, const std::string& region) {
+    auto& p = *r->mutable_inputs(input)->mutable_parameters();
+    p["shared_memory_region"].set_string_param(region);
+    p["shared_memory_byte_size"].set_int64_param(size);
+    p["shared_memory_offset"].set_int64_param(offset);
+    r->mutable_raw_input_contents()->DeleteSubrange(input, 1);
+  };
+  const int32_t good[2] = {0, 2}, bad[2] = {0, 1};
+  std::memcpy(static_cast<char*>(map) + 256, good, sizeof(good));
+  std::memcpy(static_cast<char*>(map) + 512, bad, sizeof(bad));
+  Req r = ValidRequest();
+  use_region(&r, 3, 256, 8, "host");
+  EXPECT_EQ(Infer(r).error_code(), StatusCode::FAILED_PRECONDITION);
+  r = ValidRequest();
+  use_region(&r, 3, 512, 8, "host");  // contents read from shared memory: ends at 1, N = 2
+  ExpectBad(r, "qo_indptr");
+  r = ValidRequest();
+  use_region(&r, 3, 256, 8, "nowhere");
+  EXPECT_EQ(Infer(r).error_code(), StatusCode::NOT_FOUND);
+  r = ValidRequest();
+  use_region(&r, 3, (1 << 16) - 4, 8, "host");  // crosses the end
+  EXPECT_EQ(Infer(r).error_code(), StatusCode::INVALID_ARGUMENT);
+  r = ValidRequest();
+  use_region(&r, 3, std::numeric_limits<int64_t>::max() - 2, 8, "host");  // overflow
+  EXPECT_EQ(Infer(r).error_code(), StatusCode::INVALID_ARGUMENT);
+  r = ValidRequest();
+  use_region(&r, 3, 256, 4, "host");  // byte size must match [2] INT32 exactly
+  ExpectBad(r, "qo_indptr");
+  r = ValidRequest();  // an output capacity too small
+  auto& op = *r.mutable_outputs(0)->mutable_parameters();
+  op["shared_memory_region"].set_string_param("host");
+  op["shared_memory_byte_size"].set_int64_param(2 * 8 * 512 * 2 - 2);
+  ExpectBad(r, "o");
+  op["shared_memory_byte_size"].set_int64_param(2 * 8 * 512 * 2);
+  EXPECT_EQ(Infer(r).error_code(), StatusCode::FAILED_PRECONDITION);
+
+  grpc::ClientContext ctx;
+  inference::SystemSharedMemoryUnregisterResponse ur;
+  stub_->SystemSharedMemoryUnregister(&ctx, {}, &ur);
+  munmap(map, 1 << 16);
+  shm_unlink(key.c_str());
+}
+
+TEST_F(InferTest, StatisticsCountFailures) {
+  auto fails = [&] {
+    grpc::ClientContext ctx;
+    inference::ModelStatisticsRequest req;
+    req.set_name("mla_verify");
+    inference::ModelStatisticsResponse resp;
+    EXPECT_TRUE(stub_->ModelStatistics(&ctx, req, &resp).ok());
+    return resp.model_stats(0).inference_stats().fail().count();
+  };
+  const uint64_t before = fails();
+  Infer(ValidRequest());
+  Infer(ValidRequest());
+  EXPECT_EQ(fails(), before + 2);
+}
+
+}  // namespace
+}  // namespace kjit::testing

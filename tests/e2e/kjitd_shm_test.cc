@@ -1,0 +1,208 @@
+// Shared memory registration, sessions and kjit.v1.KernelService against a real (compile-only)
+// kjitd: real POSIX shared memory, and the exact status code of every error path.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <thread>
+
+#include "inference/grpc_service.grpc.pb.h"
+#include "kjit/v1/kernel_service.grpc.pb.h"
+#include "tests/e2e/daemon_process.h"
+
+namespace kjit::testing {
+namespace {
+
+using grpc::StatusCode;
+
+class ShmTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { daemon_ = new DaemonProcess(); }
+  static void TearDownTestSuite() { delete daemon_; }
+  void SetUp() override {
+    ASSERT_TRUE(daemon_->ok()) << daemon_->error();
+    stub_ = inference::GRPCInferenceService::NewStub(daemon_->Channel());
+    kernels_ = kjit::v1::KernelService::NewStub(daemon_->Channel());
+    key_ = "/kjit-test-" + std::to_string(getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    const int fd = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
+    ASSERT_GE(fd, 0) << key_;
+    ASSERT_EQ(ftruncate(fd, 4096), 0);
+    close(fd);
+  }
+  void TearDown() override {
+    shm_unlink(key_.c_str());
+    grpc::ClientContext ctx;
+    inference::SystemSharedMemoryUnregisterResponse r;
+    stub_->SystemSharedMemoryUnregister(&ctx, {}, &r);  // empty name: all
+  }
+  StatusCode Register(const std::string& name, const std::string& key, uint64_t offset, uint64_t size,
+                      const std::string& session = "") {
+    grpc::ClientContext ctx;
+    if (!session.empty()) ctx.AddMetadata("kjit-session", session);
+    inference::SystemSharedMemoryRegisterRequest req;
+    req.set_name(name);
+    req.set_key(key);
+    req.set_offset(offset);
+    req.set_byte_size(size);
+    inference::SystemSharedMemoryRegisterResponse resp;
+    return stub_->SystemSharedMemoryRegister(&ctx, req, &resp).error_code();
+  }
+  StatusCode Unregister(const std::string& name) {
+    grpc::ClientContext ctx;
+    inference::SystemSharedMemoryUnregisterRequest req;
+    req.set_name(name);
+    inference::SystemSharedMemoryUnregisterResponse resp;
+    return stub_->SystemSharedMemoryUnregister(&ctx, req, &resp).error_code();
+  }
+  StatusCode Status(const std::string& name, inference::SystemSharedMemoryStatusResponse* resp) {
+    grpc::ClientContext ctx;
+    inference::SystemSharedMemoryStatusRequest req;
+    req.set_name(name);
+    return stub_->SystemSharedMemoryStatus(&ctx, req, resp).error_code();
+  }
+  size_t RegionCount() {
+    inference::SystemSharedMemoryStatusResponse resp;
+    EXPECT_EQ(Status("", &resp), StatusCode::OK);
+    return resp.regions_size();
+  }
+
+  static DaemonProcess* daemon_;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+  std::unique_ptr<kjit::v1::KernelService::Stub> kernels_;
+  std::string key_;
+};
+DaemonProcess* ShmTest::daemon_ = nullptr;
+
+TEST_F(ShmTest, RegisterStatusUnregister) {
+  ASSERT_EQ(Register("in", key_, 128, 1024), StatusCode::OK);
+  inference::SystemSharedMemoryStatusResponse st;
+  ASSERT_EQ(Status("in", &st), StatusCode::OK);
+  ASSERT_EQ(st.regions().count("in"), 1u);
+  const auto& r = st.regions().at("in");
+  EXPECT_EQ(r.name(), "in");
+  EXPECT_EQ(r.key(), key_);
+  EXPECT_EQ(r.offset(), 128u);
+  EXPECT_EQ(r.byte_size(), 1024u);
+  EXPECT_EQ(Unregister("in"), StatusCode::OK);
+  EXPECT_EQ(Status("in", &st), StatusCode::NOT_FOUND);
+  EXPECT_EQ(RegionCount(), 0u);
+}
+
+TEST_F(ShmTest, ErrorCodes) {
+  ASSERT_EQ(Register("a", key_, 0, 4096), StatusCode::OK);
+  EXPECT_EQ(Register("a", key_, 0, 16), StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(Register("b", key_ + "-missing", 0, 16), StatusCode::NOT_FOUND);
+  EXPECT_EQ(Register("b", key_, 4096, 1), StatusCode::INVALID_ARGUMENT);   // starts at the end
+  EXPECT_EQ(Register("b", key_, 4000, 97), StatusCode::INVALID_ARGUMENT);  // one byte past
+  EXPECT_EQ(Register("b", key_, std::numeric_limits<uint64_t>::max() - 8, 64),
+            StatusCode::INVALID_ARGUMENT);  // offset + size overflows
+  EXPECT_EQ(Register("b", key_, 64, std::numeric_limits<uint64_t>::max()), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Register("b", key_, 0, 0), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Register("", key_, 0, 16), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Register("b", "", 0, 16), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Register("b", key_, 4000, 96), StatusCode::OK);  // exactly to the end
+  inference::SystemSharedMemoryStatusResponse st;
+  EXPECT_EQ(Status("nope", &st), StatusCode::NOT_FOUND);
+  EXPECT_EQ(Unregister("nope"), StatusCode::OK);
+  EXPECT_EQ(RegionCount(), 2u);
+  EXPECT_EQ(Unregister(""), StatusCode::OK);  // perf_analyzer's start-up unregister
+  EXPECT_EQ(RegionCount(), 0u);
+}
+
+TEST_F(ShmTest, CudaRegionsWithoutGpu) {
+  grpc::ClientContext c1, c2, c3, c4, c5;
+  inference::CudaSharedMemoryRegisterRequest req;
+  req.set_name("gpu");
+  req.set_raw_handle(std::string(10, '\1'));
+  req.set_device_id(0);
+  req.set_byte_size(256);
+  inference::CudaSharedMemoryRegisterResponse resp;
+  EXPECT_EQ(stub_->CudaSharedMemoryRegister(&c1, req, &resp).error_code(), StatusCode::INVALID_ARGUMENT);
+  req.set_raw_handle(std::string(65, '\1'));
+  EXPECT_EQ(stub_->CudaSharedMemoryRegister(&c2, req, &resp).error_code(), StatusCode::INVALID_ARGUMENT);
+  req.set_raw_handle(std::string(64, '\1'));
+  const grpc::Status s = stub_->CudaSharedMemoryRegister(&c3, req, &resp);
+  EXPECT_EQ(s.error_code(), StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("compile-only"), std::string::npos) << s.error_message();
+  inference::CudaSharedMemoryStatusResponse st;
+  ASSERT_TRUE(stub_->CudaSharedMemoryStatus(&c4, {}, &st).ok());
+  EXPECT_EQ(st.regions_size(), 0);
+  inference::CudaSharedMemoryUnregisterRequest ureq;
+  ureq.set_name("never-registered");
+  inference::CudaSharedMemoryUnregisterResponse uresp;
+  EXPECT_TRUE(stub_->CudaSharedMemoryUnregister(&c5, ureq, &uresp).ok());
+}
+
+TEST_F(ShmTest, SystemAndCudaShareOneNameSpace) {
+  ASSERT_EQ(Register("shared", key_, 0, 64), StatusCode::OK);
+  // A CUDA unregister of a system region's name leaves it alone.
+  grpc::ClientContext ctx;
+  inference::CudaSharedMemoryUnregisterRequest ureq;
+  ureq.set_name("shared");
+  inference::CudaSharedMemoryUnregisterResponse uresp;
+  EXPECT_TRUE(stub_->CudaSharedMemoryUnregister(&ctx, ureq, &uresp).ok());
+  EXPECT_EQ(RegionCount(), 1u);
+}
+
+TEST_F(ShmTest, SessionEndReleasesItsRegionsOnly) {
+  grpc::ClientContext sctx;
+  auto stream = kernels_->OpenSession(&sctx);
+  kjit::v1::SessionEvent hello;
+  ASSERT_TRUE(stream->Read(&hello));
+  ASSERT_FALSE(hello.session_id().empty());
+  kjit::v1::SessionRequest name;
+  name.set_client_name("shm test");
+  ASSERT_TRUE(stream->Write(name));
+  ASSERT_EQ(Register("mine", key_, 0, 64, hello.session_id()), StatusCode::OK);
+  ASSERT_EQ(Register("global", key_, 64, 64), StatusCode::OK);
+  EXPECT_EQ(Register("x", key_, 0, 64, "no-such-session"), StatusCode::NOT_FOUND);
+  EXPECT_EQ(RegionCount(), 2u);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (RegionCount() != 1u && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  inference::SystemSharedMemoryStatusResponse st;
+  EXPECT_EQ(Status("mine", &st), StatusCode::NOT_FOUND);
+  EXPECT_EQ(Status("global", &st), StatusCode::OK);
+  EXPECT_EQ(Register("y", key_, 0, 64, hello.session_id()), StatusCode::NOT_FOUND);  // ended
+}
+
+TEST_F(ShmTest, KernelServiceEventsAndCache) {
+  grpc::ClientContext c1, c2, c3, c4, c5, c6, c7;
+  kjit::v1::RegisterEventRequest ev;
+  ev.set_name("ev");
+  ev.set_raw_handle(std::string(63, '\0'));
+  kjit::v1::RegisterEventResponse evr;
+  EXPECT_EQ(kernels_->RegisterEvent(&c1, ev, &evr).error_code(), StatusCode::INVALID_ARGUMENT);
+  ev.set_raw_handle(std::string(64, '\0'));
+  EXPECT_EQ(kernels_->RegisterEvent(&c2, ev, &evr).error_code(), StatusCode::FAILED_PRECONDITION);
+  kjit::v1::UnregisterEventRequest uev;
+  uev.set_name("never");
+  kjit::v1::UnregisterEventResponse uevr;
+  EXPECT_TRUE(kernels_->UnregisterEvent(&c3, uev, &uevr).ok());
+  kjit::v1::CacheStatsResponse stats;
+  ASSERT_TRUE(kernels_->CacheStats(&c4, {}, &stats).ok());
+  EXPECT_EQ(stats.directory(), daemon_->dir() + "/cache");
+  kjit::v1::CacheListResponse list;
+  ASSERT_TRUE(kernels_->CacheList(&c5, {}, &list).ok());
+  EXPECT_EQ(list.entries_size(), 0);  // nothing compiled: no --arch and no GPU
+  kjit::v1::GetKernelRequest gk;
+  gk.set_family("no_such_family");
+  gk.set_arch("sm_90");
+  kjit::v1::GetKernelResponse gkr;
+  EXPECT_EQ(kernels_->GetKernel(&c6, gk, &gkr).error_code(), StatusCode::INVALID_ARGUMENT);
+  kjit::v1::ListKernelsRequest lk;
+  lk.set_family("no_such_family");
+  kjit::v1::ListKernelsResponse lkr;
+  EXPECT_EQ(kernels_->ListKernels(&c7, lk, &lkr).error_code(), StatusCode::INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace kjit::testing
