@@ -1,0 +1,157 @@
+// `kjit compile --arch sm_120,sm_90 [--kernel NAME]`: fill a cache with the catalog's cubins (e.g.
+// on a build machine, to ship the cache with a release).
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "jit_cache/cli/args.h"
+#include "jit_cache/cli/commands.h"
+#include "jit_cache/cli/output.h"
+#include "jit_cache/cubin_cache.h"
+#include "runtime/kernels/catalog.h"
+#include "runtime/kernels/kernel_compiler.h"
+#include "runtime/nvrtc/compiler.h"
+
+namespace kjit::cli {
+namespace {
+
+const Command kCompile{
+    "kjit compile --arch ARCH[,ARCH...] [flags]",
+    "Compile every specialization of the kernel catalog (or of one family) for each arch into the\n"
+    "cache; entries already there are verified and reused. One progress line per specialization\n"
+    "(stderr), then a table of kernels with their resource report.",
+    {{"arch", "LIST", "comma-separated archs, e.g. sm_120,sm_90 (exact: sm_120a is its own arch)"},
+     {"kernel", "NAME", "only this family (mla_verify) or specialization (mla_verify/NAME)"},
+     {"cache-dir", "DIR", "cache directory (default $KJIT_CACHE_DIR, $XDG_CACHE_HOME/kjit, ~/.cache/kjit)"},
+     {"jobs", "N", "parallel compiles (default: bounded by cores and memory)"},
+     {"json", "", "print JSON instead of the table"}}};
+
+std::string OriginName(kernels::CompiledKernel::Origin o) {
+  using O = kernels::CompiledKernel::Origin;
+  return o == O::kCompiled ? "compiled" : o == O::kDiskHit ? "disk" : "memory";
+}
+
+StatusOr<std::vector<kernels::Specialization>> Select(const std::string& name) {
+  const auto& all = kernels::Catalog();
+  if (name.empty()) return all;
+  std::vector<kernels::Specialization> out;
+  std::vector<std::string> known;
+  for (const auto& s : all) {
+    const std::string full = s.family + "/" + s.name;
+    if (s.family == name || full == name) out.push_back(s);
+    if (known.empty() || known.back() != s.family) known.push_back(s.family);
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("no kernel '", name, "' in the catalog; families: ",
+                                                   absl::StrJoin(known, " "), " (or FAMILY/SPECIALIZATION)"));
+  }
+  return out;
+}
+
+Json ResultJson(const kernels::Specialization& spec, const std::string& arch,
+                const StatusOr<kernels::CompiledKernel>& r) {
+  std::vector<std::pair<std::string, Json>> f = {{"family", JsonString(spec.family)},
+                                                 {"specialization", JsonString(spec.name)},
+                                                 {"arch", JsonString(arch)}};
+  if (!r.ok()) {
+    f.emplace_back("error", JsonString(std::string(r.status().message())));
+    return JsonObject(std::move(f));
+  }
+  std::vector<Json> ks;
+  for (size_t i = 0; i < r->lowered_names.size(); ++i) {
+    const nvrtc::KernelResources* res = i < r->resources.size() ? &r->resources[i] : nullptr;
+    ks.push_back(JsonObject({{"name_expression", JsonString(r->lowered_names[i].first)},
+                             {"lowered_name", JsonString(r->lowered_names[i].second)},
+                             {"registers", JsonNumber(res ? res->registers : 0)},
+                             {"spill_store_bytes", JsonNumber(res ? res->spill_store_bytes : 0)},
+                             {"spill_load_bytes", JsonNumber(res ? res->spill_load_bytes : 0)},
+                             {"shared_bytes", JsonNumber(res ? res->shared_bytes : 0)}}));
+  }
+  f.emplace_back("origin", JsonString(OriginName(r->origin)));
+  f.emplace_back("compile_ms", JsonNumber(r->compile_ms));
+  f.emplace_back("cache_key", JsonString(r->cache_key));
+  f.emplace_back("cubin_bytes", JsonNumber(static_cast<double>(r->cubin.size())));
+  f.emplace_back("kernels", JsonList(std::move(ks)));
+  return JsonObject(std::move(f));
+}
+
+}  // namespace
+
+int RunCompile(int argc, char** argv, int first) {
+  StatusOr<Parsed> p = Parse(kCompile, argc, argv, first);
+  if (!p.ok()) return UsageError(kCompile, p.status());
+  if (p->help) {
+    std::fputs(HelpText(kCompile).c_str(), stdout);
+    return kExitOk;
+  }
+  if (!p->Has("arch")) return UsageError(kCompile, absl::InvalidArgumentError("--arch is required"));
+  std::vector<std::string> archs = absl::StrSplit(p->Get("arch"), ',', absl::SkipEmpty());
+  if (archs.empty()) return UsageError(kCompile, absl::InvalidArgumentError("--arch is empty"));
+  for (const auto& a : archs) {
+    if (Status s = nvrtc::ValidateArch(a); !s.ok()) return UsageError(kCompile, s);
+  }
+  int jobs = 0;
+  if (p->Has("jobs") && (!absl::SimpleAtoi(p->Get("jobs"), &jobs) || jobs <= 0)) {
+    return UsageError(kCompile, absl::InvalidArgumentError("--jobs must be a positive integer"));
+  }
+  StatusOr<std::vector<kernels::Specialization>> specs = Select(p->Get("kernel"));
+  if (!specs.ok()) return UsageError(kCompile, specs.status());
+
+  auto cache = cache::CubinCache::Open(cache::Options{.dir = p->Get("cache-dir")});
+  if (!cache->warning().empty()) std::fprintf(stderr, "kjit: warning: %s\n", cache->warning().c_str());
+  kernels::KernelCompiler compiler(cache.get(), jobs);
+  const auto start = std::chrono::steady_clock::now();
+  auto results = compiler.GetAll(*specs, archs, [](int done, int total, const kernels::CompiledKernel* k,
+                                                   const Status& s) {
+    if (k) {
+      std::fprintf(stderr, "[%d/%d] %s/%s %s: %s (%.0f ms compile)\n", done, total, k->spec.family.c_str(),
+                   k->spec.name.c_str(), k->arch.c_str(), OriginName(k->origin).c_str(), k->compile_ms);
+    } else {
+      std::fprintf(stderr, "[%d/%d] FAILED: %s\n", done, total, std::string(s.message()).c_str());
+    }
+  });
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+
+  int failed = 0, compiled = 0;
+  std::vector<Json> items;
+  std::vector<std::vector<std::string>> rows;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& spec = (*specs)[i / archs.size()];
+    const std::string& arch = archs[i % archs.size()];
+    items.push_back(ResultJson(spec, arch, results[i]));
+    if (!results[i].ok()) {
+      ++failed;
+      continue;
+    }
+    const auto& k = *results[i];
+    compiled += k.origin == kernels::CompiledKernel::Origin::kCompiled;
+    for (size_t j = 0; j < k.lowered_names.size(); ++j) {
+      const nvrtc::KernelResources r = j < k.resources.size() ? k.resources[j] : nvrtc::KernelResources{};
+      rows.push_back({k.lowered_names[j].first, spec.family + "/" + spec.name, arch, std::to_string(r.registers),
+                      absl::StrCat(r.spill_store_bytes, "/", r.spill_load_bytes), std::to_string(r.shared_bytes),
+                      absl::StrFormat("%.0f", k.compile_ms), OriginName(k.origin)});
+    }
+  }
+  const cache::Stats st = cache->stats();
+  if (p->Has("json")) {
+    PrintJson(JsonObject({{"cache_dir", JsonString(cache->dir())},
+                          {"memory_only", JsonBool(cache->memory_only())},
+                          {"wall_ms", JsonNumber(wall_ms)},
+                          {"results", JsonList(std::move(items))}}));
+  } else {
+    PrintTable({"kernel", "spec", "arch", "registers", "spills st/ld", "smem", "compile ms", "origin"}, rows);
+    std::printf("%zu specializations x %zu archs: %d compiled, %lu from disk, %d failed; %.1f s; cache %s\n",
+                specs->size(), archs.size(), compiled, static_cast<unsigned long>(st.hits_disk), failed,
+                wall_ms / 1000, cache->memory_only() ? "memory-only (nothing stored)" : cache->dir().c_str());
+  }
+  if (cache->memory_only()) std::fprintf(stderr, "kjit: the cache directory is unusable; nothing was stored\n");
+  return failed || cache->memory_only() ? kExitFailure : kExitOk;
+}
+
+}  // namespace kjit::cli

@@ -1,0 +1,29 @@
+// `kjit`: fill, inspect and maintain the cubin cache from the command line.
+#include <cstdio>
+#include <string>
+
+#include "jit_cache/cli/args.h"
+#include "jit_cache/cli/commands.h"
+
+namespace {
+
+constexpr char kHelp[] =
+    "usage: kjit COMMAND [flags]\n\n"
+    "commands:\n"
+    "  compile   compile the kernel catalog for given archs into the cache\n"
+    "  cache     inspect and maintain the cache (ls, show, verify, gc, clear)\n\n"
+    "`kjit COMMAND --help` describes each. Exit status: 0 ok, 1 failure, 2 usage error.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::fputs(kHelp, stdout);
+    return kjit::cli::kExitOk;
+  }
+  if (cmd == "compile") return kjit::cli::RunCompile(argc, argv, 2);
+  if (cmd == "cache") return kjit::cli::RunCache(argc, argv, 2);
+  std::fprintf(stderr, "kjit: %s\n%s", cmd.empty() ? "missing command" : ("unknown command '" + cmd + "'").c_str(), kHelp);
+  return kjit::cli::kExitUsage;
+}
