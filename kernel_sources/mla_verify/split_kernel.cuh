@@ -214,6 +214,8 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
     NamedBarrier(1 + g, 32 * kColGroups);
 
     // ---- Online softmax update; P (bf16) to shared memory for the whole row group.
+    float alpha_r[Cfg::kMTiles][2];
+    bool rescale = false;
 #pragma unroll
     for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
 #pragma unroll
@@ -222,10 +224,16 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
         float tile_max = sm.row_buf[0][row];
 #pragma unroll
         for (int c = 1; c < kColGroups; ++c) tile_max = fmaxf(tile_max, sm.row_buf[c][row]);
-        const float m_new = fmaxf(m_run[mt][h], tile_max);
+        // Lazy max: keep the running max unless the tile exceeds it by more than 2^8 (p <= 256 is
+        // exact enough in fp32 and bf16), so alpha is exactly 1 on most tiles and O is not rescaled.
+        // Every warp of the row group sees the same values, so they agree. (-inf - -inf is NaN:
+        // the comparison fails and an all-masked row stays at -inf.)
+        const float m_tile = fmaxf(m_run[mt][h], tile_max);
+        const float m_new = m_tile - m_run[mt][h] <= 8.f ? m_run[mt][h] : m_tile;
         const float m_use = SafeMax(m_new);
         const float alpha = FastExp2(m_run[mt][h] - m_use);
         m_run[mt][h] = m_new;
+        alpha_r[mt][h] = alpha;
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < Cfg::kQkNTiles; ++nt) {
@@ -238,12 +246,16 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
           *reinterpret_cast<unsigned*>(dst) = PackBf16x2(p0, p1);
         }
         l_run[mt][h] = l_run[mt][h] * alpha + sum;
-#pragma unroll
-        for (int nt = 0; nt < Cfg::kVNTiles; ++nt) {
-          o[mt][nt][h * 2] *= alpha;
-          o[mt][nt][h * 2 + 1] *= alpha;
-        }
+        rescale |= alpha != 1.f;
       }
+    }
+    if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+      for (int mt = 0; mt < Cfg::kMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < Cfg::kVNTiles; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[mt][nt][e] *= alpha_r[mt][e >> 1];
     }
     NamedBarrier(1 + g, 32 * kColGroups);
 

@@ -78,9 +78,8 @@ struct TileFor<true> {
   using type = ConfigLarge;
 };
 
-// Combine: one warp per query row.
-constexpr int kCombineWarps = 8;
-constexpr int kCombineThreads = 32 * kCombineWarps;
+// Combine: one CTA per query row, 4 output columns per thread.
+constexpr int kCombineThreads = 128;
 
 }  // namespace mla
 }  // namespace kjit

@@ -1,0 +1,195 @@
+// PlanMlaVerify: validation messages, tile per arch, NSPLIT choice, workspace layout and geometry,
+// and the catalog entries of the mla_verify family. CPU only.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "kernel_sources/mla_verify/traits.h"
+#include "runtime/kernels/catalog.h"
+#include "runtime/kernels/mla_verify_plan.h"
+
+namespace kjit::kernels {
+namespace {
+
+driver::DeviceInfo H200() {
+  driver::DeviceInfo d;
+  d.name = "NVIDIA H200";
+  d.cc_major = 9;
+  d.arch = "sm_90";
+  d.sm_count = 132;
+  d.max_smem_per_block_optin = 232448;
+  return d;
+}
+
+driver::DeviceInfo RtxPro6000() {
+  driver::DeviceInfo d;
+  d.name = "RTX PRO 6000";
+  d.cc_major = 12;
+  d.arch = "sm_120";
+  d.sm_count = 188;
+  d.max_smem_per_block_optin = 101376;
+  return d;
+}
+
+MlaVerifyProblem Problem(int batch, int heads, int draft, int64_t prefix) {
+  MlaVerifyProblem p;
+  p.batch = batch;
+  p.num_heads = heads;
+  p.num_q = int64_t{batch} * draft;
+  p.num_slots = int64_t{batch} * prefix + 8;
+  p.num_kv_indices = int64_t{batch} * prefix;
+  p.mask_len = int64_t{batch} * draft * (prefix + draft);
+  p.max_draft = draft;
+  p.max_prefix = prefix;
+  p.sm_scale = 0.14467963f;
+  p.q_stride_n = int64_t{heads} * kMlaKDim;
+  p.o_stride_n = int64_t{heads} * kMlaVDim;
+  return p;
+}
+
+void ExpectInvalid(const MlaVerifyProblem& p, const std::string& needle) {
+  auto plan = PlanMlaVerify(p, H200());
+  ASSERT_FALSE(plan.ok()) << "expected InvalidArgument mentioning " << needle;
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(plan.status().message()).find(needle), std::string::npos) << plan.status();
+}
+
+TEST(MlaVerifyPlanTest, RejectsWhatTheKernelCannotTake) {
+  for (int h : {0, 1, 4, 12, 24, 96, 256}) {
+    MlaVerifyProblem p = Problem(1, 8, 16, 4096);
+    p.num_heads = h;
+    p.q_stride_n = int64_t{std::max(h, 1)} * kMlaKDim;
+    p.o_stride_n = int64_t{std::max(h, 1)} * kMlaVDim;
+    ExpectInvalid(p, "num_heads");
+  }
+  for (int d : {0, -1, 65, 256}) {
+    MlaVerifyProblem p = Problem(1, 8, 16, 4096);
+    p.max_draft = d;
+    ExpectInvalid(p, "max_draft");
+  }
+  MlaVerifyProblem p = Problem(1, 8, 16, 4096);
+  p.batch = 0;
+  ExpectInvalid(p, "batch");
+  p = Problem(1, 8, 16, 4096);
+  p.q_stride_h = 580;  // not a multiple of 8: 16-byte row gathers
+  p.q_stride_n = 8 * 580;
+  ExpectInvalid(p, "q_stride_h");
+  p = Problem(1, 8, 16, 4096);
+  p.q_stride_n = 7 * kMlaKDim;  // heads of one token would overlap the next token
+  ExpectInvalid(p, "q_stride_n");
+  p = Problem(1, 8, 16, 4096);
+  p.k_extend_stride_n = 570;
+  ExpectInvalid(p, "k_extend_stride_n");
+  p = Problem(1, 8, 16, 4096);
+  p.o_stride_h = 510;
+  ExpectInvalid(p, "o_stride_h");
+  p = Problem(1, 8, 16, 4096);
+  p.num_slots = 0;
+  ExpectInvalid(p, "num_slots");
+  p = Problem(1, 8, 16, 4096);
+  p.sm_scale = std::numeric_limits<float>::infinity();
+  ExpectInvalid(p, "finite");
+}
+
+TEST(MlaVerifyPlanTest, DeviceWithoutEnoughSharedMemoryIsAPrecondition) {
+  driver::DeviceInfo d = H200();
+  d.max_smem_per_block_optin = 100000;
+  auto plan = PlanMlaVerify(Problem(1, 8, 16, 4096), d);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+  d = H200();
+  d.cc_major = 7;
+  EXPECT_EQ(PlanMlaVerify(Problem(1, 8, 16, 4096), d).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(MlaVerifyPlanTest, TilePerArchFitsItsLimits) {
+  const MlaVerifyTile big = MlaVerifyTileFor(9), small = MlaVerifyTileFor(12);
+  EXPECT_EQ(big.rows, mla::ConfigLarge::kRows);
+  EXPECT_EQ(big.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigLarge>)));
+  EXPECT_LE(big.smem_bytes, 232448);
+  EXPECT_EQ(small.rows, mla::ConfigSmall::kRows);
+  EXPECT_LE(small.smem_bytes, 101376);
+  EXPECT_EQ(MlaVerifyTileFor(10).rows, big.rows);
+  EXPECT_EQ(MlaVerifyTileFor(8).rows, small.rows);
+}
+
+TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
+  const MlaVerifyProblem p = Problem(3, 16, 33, 5000);
+  auto plan = PlanMlaVerify(p, H200());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->family, "mla_verify");
+  EXPECT_EQ(plan->specialization, "h16_bool");
+  const unsigned rows = 33 * 16;
+  EXPECT_EQ(plan->main.grid[0], (rows + 63) / 64);
+  EXPECT_EQ(plan->main.grid[1], static_cast<unsigned>(plan->num_splits) + 1);
+  EXPECT_EQ(plan->main.grid[2], 3u);
+  EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::ConfigLarge::kThreads));
+  EXPECT_EQ(plan->main.dynamic_smem, sizeof(mla::SmemPlan<mla::ConfigLarge>));
+  EXPECT_EQ(plan->combine.grid[0], rows);
+  EXPECT_EQ(plan->combine.block[0], static_cast<unsigned>(mla::kCombineThreads));
+  EXPECT_EQ(plan->combine.grid[1], 3u);
+  auto ws = MlaVerifyWorkspace(p, plan->num_splits);
+  ASSERT_TRUE(ws.ok());
+  const size_t states = size_t{3} * (plan->num_splits + 1) * rows;
+  EXPECT_EQ(plan->workspace_bytes, ws->bytes);
+  EXPECT_GE(ws->part_lse_offset, plan->error_word_offset + 4);
+  EXPECT_GE(ws->part_o_offset, ws->part_lse_offset + states * 4);
+  EXPECT_EQ(ws->bytes, ws->part_o_offset + states * 512 * 4);
+  EXPECT_EQ(ws->part_o_offset % 256, 0u);
+
+  MlaVerifyProblem packed = p;
+  packed.mask_kind = MaskKind::kPacked;
+  EXPECT_EQ(PlanMlaVerify(packed, H200())->specialization, "h16_packed");
+  auto rtx = PlanMlaVerify(p, RtxPro6000());
+  ASSERT_TRUE(rtx.ok()) << rtx.status();
+  EXPECT_EQ(rtx->main.grid[0], (rows + mla::ConfigSmall::kRows - 1) / mla::ConfigSmall::kRows);
+  EXPECT_LE(rtx->main.dynamic_smem, 101376u);
+}
+
+TEST(MlaVerifyPlanTest, SplitsFillTheMachineForLongPrefixesOnly) {
+  // bs1 H8 D16 P64k: 2 row tiles; the prefix must be spread over most of the 132 SMs.
+  auto big = PlanMlaVerify(Problem(1, 8, 16, 65536), H200());
+  ASSERT_TRUE(big.ok());
+  const unsigned ctas = big->main.grid[0] * big->main.grid[1] * big->main.grid[2];
+  EXPECT_GE(ctas, 100u);
+  EXPECT_LE(big->main.grid[0] * big->num_splits, 2u * 132);
+  // A prefix of one tile has nothing to split.
+  auto tiny = PlanMlaVerify(Problem(1, 8, 16, 40), H200());
+  ASSERT_TRUE(tiny.ok());
+  EXPECT_EQ(tiny->num_splits, 1);
+  // Many requests already fill the machine: few splits.
+  auto wide = PlanMlaVerify(Problem(64, 64, 16, 4096), H200());
+  ASSERT_TRUE(wide.ok());
+  EXPECT_LE(wide->num_splits, 2);
+  // More SMs, at least as many splits.
+  auto rtx = PlanMlaVerify(Problem(1, 8, 16, 65536), RtxPro6000());
+  ASSERT_TRUE(rtx.ok());
+  EXPECT_GE(rtx->num_splits * rtx->main.grid[0], 100);
+  // The plan is a pure function of the problem and the device.
+  EXPECT_EQ(PlanMlaVerify(Problem(1, 8, 16, 65536), H200())->num_splits, big->num_splits);
+  MlaVerifyProblem forced = Problem(1, 8, 16, 65536);
+  forced.force_num_splits = 7;
+  EXPECT_EQ(PlanMlaVerify(forced, H200())->num_splits, 7);
+}
+
+TEST(MlaVerifyPlanTest, CatalogHasEveryHeadCountAndMaskKind) {
+  std::set<std::string> names;
+  for (const Specialization& s : MlaVerifySpecializations()) {
+    EXPECT_EQ(s.family, "mla_verify");
+    EXPECT_EQ(s.entry_source, "mla_verify/mla_verify.cu");
+    ASSERT_EQ(s.name_expressions.size(), 2u);
+    ASSERT_TRUE(s.max_dynamic_smem);
+    EXPECT_EQ(s.max_dynamic_smem("sm_90"), MlaVerifyTileFor(9).smem_bytes);
+    EXPECT_EQ(s.max_dynamic_smem("sm_90a"), MlaVerifyTileFor(9).smem_bytes);
+    EXPECT_EQ(s.max_dynamic_smem("sm_120"), MlaVerifyTileFor(12).smem_bytes);
+    names.insert(s.name);
+  }
+  for (int h : {8, 16, 32, 64, 128})
+    for (const char* m : {"bool", "packed"}) EXPECT_TRUE(names.count("h" + std::to_string(h) + "_" + m)) << h << m;
+  EXPECT_EQ(MlaVerifySplitExpression(64, MaskKind::kPacked), "kjit::mla::MlaVerifySplit<64, 1>");
+  EXPECT_EQ(MlaVerifyCombineExpression(8), "kjit::mla::MlaVerifyCombine<8>");
+}
+
+}  // namespace
+}  // namespace kjit::kernels
