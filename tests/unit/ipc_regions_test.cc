@@ -1,0 +1,140 @@
+// System shared memory windows (real POSIX objects) and the region registry: bounds with
+// overflow, name space, unregister semantics, sessions, references outliving an unregister.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <limits>
+
+#include "runtime/ipc/cuda_ipc.h"
+#include "runtime/ipc/region_registry.h"
+
+namespace kjit::ipc {
+namespace {
+
+class ShmObject {
+ public:
+  explicit ShmObject(size_t size) : key_("/kjit-ipc-test-" + std::to_string(getpid()) + "-" + std::to_string(counter_++)) {
+    const int fd = shm_open(key_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(ftruncate(fd, size), 0);
+    map_ = static_cast<uint8_t*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    size_ = size;
+    close(fd);
+  }
+  ~ShmObject() {
+    munmap(map_, size_);
+    shm_unlink(key_.c_str());
+  }
+  const std::string& key() const { return key_; }
+  uint8_t* map() const { return map_; }
+
+ private:
+  static inline int counter_ = 0;
+  std::string key_;
+  uint8_t* map_ = nullptr;
+  size_t size_ = 0;
+};
+
+std::shared_ptr<Region> SystemRegion(const std::string& name, const ShmObject& obj, uint64_t off,
+                                     uint64_t size, const std::string& session = "") {
+  auto shm = SystemShmRegion::Open(obj.key(), off, size);
+  EXPECT_TRUE(shm.ok()) << shm.status();
+  auto r = std::make_shared<Region>();
+  r->name = name;
+  r->session = session;
+  r->system = *std::move(shm);
+  return r;
+}
+
+TEST(SystemShmRegion, MapsTheWindowSharedWithTheCreator) {
+  ShmObject obj(8192);
+  auto r = SystemShmRegion::Open(obj.key(), 4097, 100);  // unaligned offset
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->size(), 100u);
+  EXPECT_EQ((*r)->offset(), 4097u);
+  obj.map()[4097] = 0x5a;
+  EXPECT_EQ((*r)->data()[0], 0x5a);
+  (*r)->data()[99] = 0xa5;
+  EXPECT_EQ(obj.map()[4196], 0xa5);
+}
+
+TEST(SystemShmRegion, BoundsAndErrors) {
+  ShmObject obj(4096);
+  EXPECT_TRUE(SystemShmRegion::Open(obj.key(), 0, 4096).ok());
+  EXPECT_TRUE(SystemShmRegion::Open(obj.key(), 4095, 1).ok());
+  EXPECT_TRUE(SystemShmRegion::Open(obj.key().substr(1), 0, 16).ok());  // leading '/' optional
+  auto code = [&](const std::string& key, uint64_t off, uint64_t size) {
+    return SystemShmRegion::Open(key, off, size).status().code();
+  };
+  using absl::StatusCode;
+  EXPECT_EQ(code(obj.key(), 4096, 1), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(obj.key(), 0, 4097), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(obj.key(), std::numeric_limits<uint64_t>::max(), 2), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(obj.key(), 2, std::numeric_limits<uint64_t>::max() - 1), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(obj.key(), 0, 0), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("", 0, 1), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("/a/b", 0, 1), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(obj.key() + "-gone", 0, 1), StatusCode::kNotFound);
+}
+
+TEST(RegionRegistry, NamesAreUniqueAndUnregisterIsLenient) {
+  ShmObject obj(4096);
+  RegionRegistry reg;
+  ASSERT_TRUE(reg.AddRegion(SystemRegion("a", obj, 0, 64)).ok());
+  EXPECT_EQ(reg.AddRegion(SystemRegion("a", obj, 64, 64)).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(reg.AddRegion(SystemRegion("b", obj, 64, 64)).ok());
+  EXPECT_EQ(reg.FindRegion("c").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(reg.ListRegions(RegionKind::kSystem, "c").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(reg.ListRegions(RegionKind::kSystem, "")->size(), 2u);
+  EXPECT_EQ(reg.ListRegions(RegionKind::kCuda, "")->size(), 0u);
+  reg.RemoveRegion(RegionKind::kSystem, "c");  // unknown: nothing happens
+  reg.RemoveRegion(RegionKind::kCuda, "a");    // other kind: nothing happens
+  EXPECT_TRUE(reg.FindRegion("a").ok());
+  reg.RemoveRegion(RegionKind::kSystem, "a");
+  EXPECT_FALSE(reg.FindRegion("a").ok());
+  reg.RemoveRegion(RegionKind::kSystem, "");  // all
+  EXPECT_EQ(reg.ListRegions(RegionKind::kSystem, "")->size(), 0u);
+}
+
+TEST(RegionRegistry, AReferenceOutlivesTheUnregister) {
+  ShmObject obj(4096);
+  RegionRegistry reg;
+  ASSERT_TRUE(reg.AddRegion(SystemRegion("a", obj, 0, 64)).ok());
+  auto held = reg.FindRegion("a");
+  ASSERT_TRUE(held.ok());
+  reg.RemoveRegion(RegionKind::kSystem, "a");
+  obj.map()[3] = 42;
+  EXPECT_EQ((*held)->system->data()[3], 42);  // still mapped for the launch that holds it
+  EXPECT_EQ(held->use_count(), 1);
+}
+
+TEST(RegionRegistry, SessionReleaseTakesOnlyThatSession) {
+  ShmObject obj(4096);
+  RegionRegistry reg;
+  ASSERT_TRUE(reg.AddRegion(SystemRegion("s1a", obj, 0, 64, "s1")).ok());
+  ASSERT_TRUE(reg.AddRegion(SystemRegion("s1b", obj, 64, 64, "s1")).ok());
+  ASSERT_TRUE(reg.AddRegion(SystemRegion("s2", obj, 128, 64, "s2")).ok());
+  ASSERT_TRUE(reg.AddRegion(SystemRegion("global", obj, 192, 64)).ok());
+  EXPECT_EQ(reg.ReleaseSession("s1"), 2u);
+  EXPECT_EQ(reg.ReleaseSession("s1"), 0u);
+  EXPECT_TRUE(reg.FindRegion("s2").ok());
+  EXPECT_TRUE(reg.FindRegion("global").ok());
+  EXPECT_FALSE(reg.FindRegion("s1a").ok());
+  reg.Clear();
+  EXPECT_FALSE(reg.FindRegion("global").ok());
+}
+
+TEST(CudaIpc, HandleSizeIsCheckedBeforeTheDriver) {
+  EXPECT_EQ(CudaIpcRegion::Open(std::string(63, '\0'), 0, 16).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CudaIpcEvent::Open(std::string(65, '\0'), 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CudaIpcRegion::Open(std::string(64, '\0'), 0, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kjit::ipc

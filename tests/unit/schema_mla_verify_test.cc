@@ -1,0 +1,194 @@
+// The mla_verify tensor schema: a valid description passes and fills the problem; each bad input
+// is INVALID_ARGUMENT naming the tensor.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "runtime/kernels/mla_verify_schema.h"
+
+namespace kjit::kernels {
+namespace {
+
+struct Case {
+  std::vector<TensorDesc> in, out;
+  MlaVerifyScalars scalars;
+};
+
+uint64_t Bytes(const std::string& dt, std::vector<int64_t> shape) {
+  uint64_t n = DatatypeSize(dt);
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+TensorDesc T(const std::string& name, const std::string& dt, std::vector<int64_t> shape) {
+  return {name, dt, shape, Bytes(dt, shape)};
+}
+
+// B = 3, N = 7 (D = 1, 2, 4), H = 16, S = 97, M = 33 kv_indices, custom mask.
+Case Valid() {
+  Case c;
+  c.in = {T("q", "BF16", {7, 16, 576}),      T("k_extend", "BF16", {7, 1, 576}),
+          T("kv_cache", "BF16", {97, 1, 576}), T("qo_indptr", "INT32", {4}),
+          T("kv_indptr", "INT32", {4}),       T("kv_indices", "INT64", {33}),
+          T("custom_mask", "UINT8", {200}),   T("mask_indptr", "INT64", {4})};
+  c.out = {T("o", "BF16", {7, 16, 512}), T("lse", "FP32", {7, 16})};
+  c.scalars.sm_scale = 0.14467963;
+  return c;
+}
+
+StatusOr<MlaVerifyProblem> Shapes(const Case& c, MlaVerifyLayout* layout = nullptr) {
+  MlaVerifyLayout l;
+  return CheckMlaVerifyShapes(c.in, c.out, c.scalars, layout ? layout : &l);
+}
+
+void ExpectNamed(const Status& s, const std::string& tensor) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("'" + tensor + "'"), absl::string_view::npos) << s << " (want '" << tensor << "')";
+}
+
+TEST(MlaVerifySchema, ValidShapesFillTheProblem) {
+  MlaVerifyLayout layout;
+  auto p = Shapes(Valid(), &layout);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->batch, 3);
+  EXPECT_EQ(p->num_heads, 16);
+  EXPECT_EQ(p->num_q, 7);
+  EXPECT_EQ(p->num_slots, 97);
+  EXPECT_EQ(p->num_kv_indices, 33);
+  EXPECT_EQ(p->mask_len, 200);
+  EXPECT_EQ(p->mask_kind, MaskKind::kBool);
+  EXPECT_TRUE(p->write_lse);
+  EXPECT_TRUE(p->is_causal);
+  EXPECT_FLOAT_EQ(p->sm_scale, 0.14467963f);
+  EXPECT_EQ(p->k_scale, 1.f);
+  EXPECT_EQ(p->q_stride_n, 16 * 576);
+  EXPECT_EQ(p->o_stride_n, 16 * 512);
+  EXPECT_EQ(layout.input_slot[0], 0);
+  EXPECT_EQ(layout.input_slot[7], -1);  // no packed mask
+  EXPECT_EQ(layout.input_slot[8], 7);
+  EXPECT_EQ(layout.lse_output, 1);
+}
+
+TEST(MlaVerifySchema, InputOrderIsFreeAndLseOptional) {
+  Case c = Valid();
+  std::swap(c.in[0], c.in[5]);
+  c.out.pop_back();
+  MlaVerifyLayout layout;
+  auto p = Shapes(c, &layout);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(layout.input_slot[0], 5);
+  EXPECT_FALSE(p->write_lse);
+}
+
+TEST(MlaVerifySchema, EachBadInputNamesItsTensor) {
+  struct Mutation {
+    std::string tensor;
+    std::function<void(Case&)> apply;
+  };
+  const std::vector<Mutation> mutations = {
+      {"q", [](Case& c) { c.in[0].datatype = "FP16"; }},
+      {"q", [](Case& c) { c.in[0] = T("q", "BF16", {7, 16, 512}); }},
+      {"q", [](Case& c) { c.in[0] = T("q", "BF16", {7, 16}); }},
+      {"q", [](Case& c) { c.in[0].byte_size -= 1; }},
+      {"q", [](Case& c) { c.in[0].byte_size += 2; }},
+      {"q", [](Case& c) { c.in[0] = T("q", "BF16", {7, 0, 576}); }},
+      {"q", [](Case& c) { c.in[0].shape = {-7, 16, 576}; }},
+      {"q", [](Case& c) { c.in[0].shape = {std::numeric_limits<int64_t>::max(), 16, 576}; }},
+      {"q", [](Case& c) { c.in.erase(c.in.begin()); }},
+      {"k_extend", [](Case& c) { c.in[1] = T("k_extend", "BF16", {8, 1, 576}); }},
+      {"k_extend", [](Case& c) { c.in[1] = T("k_extend", "BF16", {7, 2, 576}); }},
+      {"kv_cache", [](Case& c) { c.in[2] = T("kv_cache", "BF16", {97, 576}); }},
+      {"kv_cache", [](Case& c) { c.in[2].byte_size = 0; }},
+      {"qo_indptr", [](Case& c) { c.in[3].datatype = "INT64"; }},
+      {"qo_indptr", [](Case& c) { c.in[3] = T("qo_indptr", "INT32", {1}); }},
+      {"kv_indptr", [](Case& c) { c.in[4] = T("kv_indptr", "INT32", {5}); }},
+      {"kv_indices", [](Case& c) { c.in[5].datatype = "INT32"; }},
+      {"custom_mask", [](Case& c) { c.in[6].datatype = "INT8"; }},
+      {"custom_mask", [](Case& c) { c.in.push_back(T("packed_mask", "UINT32", {7})); }},
+      {"mask_indptr", [](Case& c) { c.in.pop_back(); }},
+      {"mask_indptr", [](Case& c) { c.in[7] = T("mask_indptr", "INT32", {4}); }},
+      {"attn_bias", [](Case& c) { c.in.push_back(T("attn_bias", "FP32", {1})); }},
+      {"q", [](Case& c) { c.in.push_back(c.in[0]); }},
+      {"o", [](Case& c) { c.out.erase(c.out.begin()); }},
+      {"o", [](Case& c) { c.out[0].byte_size -= 1; }},
+      {"o", [](Case& c) { c.out[0].datatype = "FP32"; }},
+      {"lse", [](Case& c) { c.out[1] = T("lse", "FP32", {7, 8}); }},
+      {"sm_scale", [](Case& c) { c.scalars.sm_scale.reset(); }},
+      {"sm_scale", [](Case& c) { c.scalars.sm_scale = std::numeric_limits<double>::infinity(); }},
+      {"k_scale", [](Case& c) { c.scalars.k_scale = 0; }},
+      {"v_scale", [](Case& c) { c.scalars.v_scale = -1; }},
+  };
+  for (size_t i = 0; i < mutations.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("mutation ", i, " on ", mutations[i].tensor));
+    Case c = Valid();
+    mutations[i].apply(c);
+    ExpectNamed(Shapes(c).status(), mutations[i].tensor);
+  }
+}
+
+TEST(MlaVerifySchema, OutputCapacityMayExceedTheNeed) {
+  Case c = Valid();
+  c.out[0].byte_size += 4096;
+  EXPECT_TRUE(Shapes(c).ok());
+}
+
+TEST(MlaVerifySchema, PackedMask) {
+  Case c = Valid();
+  c.in[6] = T("packed_mask", "UINT32", {7});  // one word per draft row (D <= 32)
+  c.in.pop_back();                            // no mask_indptr with packed
+  auto p = Shapes(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->mask_kind, MaskKind::kPacked);
+  const std::vector<int32_t> qo = {0, 1, 3, 7}, kv = {0, 10, 10, 33};
+  EXPECT_TRUE(CheckMlaVerifyIndptrs(qo, kv, {}, &*p).ok());
+  p->mask_len = 6;
+  ExpectNamed(CheckMlaVerifyIndptrs(qo, kv, {}, &*p), "packed_mask");
+}
+
+TEST(MlaVerifySchema, IndptrContents) {
+  auto p = Shapes(Valid());
+  ASSERT_TRUE(p.ok());
+  // D = 1, 2, 4; P = 10, 0, 23; mask spans D*(P+D) = 11, 4, 108 -> 123 <= 200.
+  std::vector<int32_t> qo = {0, 1, 3, 7}, kv = {0, 10, 10, 33};
+  std::vector<int64_t> mask = {0, 11, 15, 123};
+  MlaVerifyProblem ok = *p;
+  ASSERT_TRUE(CheckMlaVerifyIndptrs(qo, kv, mask, &ok).ok());
+  EXPECT_EQ(ok.max_draft, 4);
+  EXPECT_EQ(ok.max_prefix, 23);
+  // A nonzero mask start is allowed (offset into a bigger mask buffer).
+  std::vector<int64_t> shifted = {50, 61, 65, 173};
+  EXPECT_TRUE(CheckMlaVerifyIndptrs(qo, kv, shifted, &ok).ok());
+
+  auto expect_bad = [&](std::vector<int32_t> q, std::vector<int32_t> k, std::vector<int64_t> m,
+                        const std::string& tensor) {
+    MlaVerifyProblem prob = *p;
+    ExpectNamed(CheckMlaVerifyIndptrs(q, k, m, &prob), tensor);
+  };
+  expect_bad({1, 1, 3, 7}, kv, mask, "qo_indptr");          // does not start at 0
+  expect_bad({0, 1, 1, 7}, kv, mask, "qo_indptr");          // D = 0
+  expect_bad({0, 2, 1, 7}, kv, mask, "qo_indptr");          // decreasing
+  expect_bad({0, 1, 3, 6}, kv, mask, "qo_indptr");          // ends before N
+  expect_bad({0, 65, 66, 67}, kv, mask, "qo_indptr");       // D > 64
+  expect_bad(qo, {0, 10, 9, 33}, mask, "kv_indptr");        // decreasing
+  expect_bad(qo, {0, 10, 10, 34}, mask, "kv_indptr");       // past kv_indices
+  expect_bad(qo, {3, 10, 10, 33}, mask, "kv_indptr");       // does not start at 0
+  expect_bad(qo, kv, {0, 11, 15, 122}, "mask_indptr");      // wrong span
+  expect_bad(qo, kv, {100, 111, 115, 223}, "mask_indptr");  // past the mask
+  expect_bad(qo, kv, {-1, 10, 14, 122}, "mask_indptr");     // negative
+  expect_bad({0, 1, 3}, kv, mask, "qo_indptr");             // wrong count
+  expect_bad(qo, kv, {0, 11}, "mask_indptr");               // wrong count
+}
+
+TEST(MlaVerifySchema, DatatypeSizes) {
+  EXPECT_EQ(DatatypeSize("BF16"), 2u);
+  EXPECT_EQ(DatatypeSize("BOOL"), 1u);
+  EXPECT_EQ(DatatypeSize("UINT32"), 4u);
+  EXPECT_EQ(DatatypeSize("FP64"), 8u);
+  EXPECT_EQ(DatatypeSize("BYTES"), 0u);
+  EXPECT_EQ(DatatypeSize("bf16"), 0u);
+}
+
+}  // namespace
+}  // namespace kjit::kernels

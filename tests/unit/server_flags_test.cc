@@ -1,0 +1,88 @@
+// kjitd's flags and socket path rules (PROTOCOL.md "Transport").
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "runtime/server/flags.h"
+#include "runtime/server/grpc_status.h"
+
+namespace kjit::server {
+namespace {
+
+StatusOr<Flags> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "kjitd");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return ParseFlags(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(Flags, ParsesEveryFlagInBothForms) {
+  auto f = Parse({"--socket", "/tmp/x.sock", "--listen=127.0.0.1:8001", "--cache-dir", "/c",
+                  "--arch", "sm_120,sm_90", "--arch=sm_100", "--log-level", "debug"});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->socket, "/tmp/x.sock");
+  EXPECT_EQ(f->listen, "127.0.0.1:8001");
+  EXPECT_EQ(f->cache_dir, "/c");
+  EXPECT_EQ(f->archs, (std::vector<std::string>{"sm_120", "sm_90", "sm_100"}));
+  EXPECT_EQ(f->log_level, "debug");
+  EXPECT_FALSE(f->help);
+}
+
+TEST(Flags, DefaultsAndErrors) {
+  auto f = Parse({});
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->socket, DefaultSocketPath());
+  EXPECT_TRUE(f->listen.empty());  // TCP only when asked
+  EXPECT_TRUE(Parse({"--help"})->help);
+  EXPECT_EQ(Parse({"--bogus"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse({"--socket"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse({"--arch", "90"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse({"--log-level", "loud"}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Flags, DefaultSocketPathFollowsXdgRuntimeDir) {
+  const char* old = getenv("XDG_RUNTIME_DIR");
+  const std::string saved = old ? old : "";
+  setenv("XDG_RUNTIME_DIR", "/run/user/1234", 1);
+  EXPECT_EQ(DefaultSocketPath(), "/run/user/1234/kjit/kjitd.sock");
+  unsetenv("XDG_RUNTIME_DIR");
+  const std::string fallback = DefaultSocketPath();
+  EXPECT_TRUE(fallback == "/run/kjit/kjitd.sock" ||
+              fallback == "/tmp/kjit-" + std::to_string(getuid()) + "/kjitd.sock") << fallback;
+  if (old) setenv("XDG_RUNTIME_DIR", saved.c_str(), 1);
+}
+
+TEST(Flags, PrepareSocketPathCreatesAPrivateDirectory) {
+  char tmpl[] = "/tmp/kjit-flags-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string sock = std::string(tmpl) + "/kjit/kjitd.sock";
+  ASSERT_TRUE(PrepareSocketPath(sock).ok());
+  struct stat st;
+  ASSERT_EQ(stat((std::string(tmpl) + "/kjit").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  // A regular file where the socket goes is refused, never deleted.
+  FILE* f = fopen(sock.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fclose(f);
+  EXPECT_EQ(PrepareSocketPath(sock).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(std::filesystem::exists(sock));
+  EXPECT_EQ(PrepareSocketPath(std::string(200, 'x')).code(), absl::StatusCode::kInvalidArgument);
+  std::filesystem::remove_all(tmpl);
+}
+
+TEST(GrpcStatus, CodesMapOneToOne) {
+  EXPECT_TRUE(ToGrpc(absl::OkStatus()).ok());
+  EXPECT_EQ(ToGrpc(absl::NotFoundError("x")).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(ToGrpc(absl::AlreadyExistsError("x")).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(ToGrpc(absl::FailedPreconditionError("x")).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(ToGrpc(absl::UnimplementedError("x")).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  const grpc::Status s = ToGrpc(absl::InvalidArgumentError("tensor 'q': bad"));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "tensor 'q': bad");
+}
+
+}  // namespace
+}  // namespace kjit::server
