@@ -81,6 +81,17 @@ std::vector<CaseSpec> RandomSpecs(int count) {
     if (pick(4) == 0) s.k_scale = 0.625f, s.v_scale = 1.5f;
     specs.push_back(s);
   }
+  // Long prefixes (several KV tiles and splits), each a few hundred thousand (row, head, key) triples.
+  auto fixed = [&specs](uint64_t seed, int h, std::vector<int> p, std::vector<int> d, kernels::MaskKind m, bool sc) {
+    CaseSpec s;
+    s.seed = seed, s.num_heads = h, s.prefix_lens = std::move(p), s.draft_lens = std::move(d), s.mask = m;
+    s.scattered = sc, s.tree = TreeKind::kBushy;
+    specs.push_back(s);
+  };
+  fixed(2001, 8, {4097}, {16}, kernels::MaskKind::kBool, true);
+  fixed(2002, 8, {16411}, {4}, kernels::MaskKind::kBool, false);
+  fixed(2003, 64, {4097}, {3}, kernels::MaskKind::kPacked, true);
+  fixed(2004, 8, {4097, 0}, {7, 64}, kernels::MaskKind::kPacked, true);
   return specs;
 }
 
