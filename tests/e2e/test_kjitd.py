@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""kjitd from a Python gRPC client (python3-grpcio + the generated stubs), the way SGLang workers
+and tritonclient talk to it: reflection, health, metadata, system shared memory created by Python,
+ModelInfer error codes, TCP when asked, and a client killed with SIGKILL releasing its session.
+
+usage: test_kjitd.py --kjitd PATH --stubs DIR
+"""
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+from multiprocessing import shared_memory
+
+ARGS = None
+MAX = 2**31 - 1
+OPTIONS = [("grpc.max_send_message_length", MAX), ("grpc.max_receive_message_length", MAX)]
+
+
+def stubs():
+    import grpc
+    from health.v1 import health_pb2, health_pb2_grpc
+    from inference import grpc_service_pb2 as pb, grpc_service_pb2_grpc as pbg
+    from kjit.v1 import kernel_service_pb2 as kpb, kernel_service_pb2_grpc as kpbg
+    return grpc, health_pb2, health_pb2_grpc, pb, pbg, kpb, kpbg
+
+
+class Daemon:
+    def __init__(self, extra=()):
+        self.dir = tempfile.mkdtemp(prefix="kjitd-py-")
+        self.socket = os.path.join(self.dir, "kjitd.sock")
+        self.proc = subprocess.Popen(
+            [ARGS.kjitd, "--socket", self.socket, "--cache-dir", os.path.join(self.dir, "cache"),
+             "--log-level", "warn", *extra])
+        deadline = time.time() + 120
+        while not os.path.exists(self.socket):
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("kjitd did not start")
+            time.sleep(0.01)
+        grpc = stubs()[0]
+        self.target = "unix://" + self.socket
+        self.channel = grpc.insecure_channel(self.target, options=OPTIONS)
+        grpc.channel_ready_future(self.channel).result(timeout=60)
+
+    def stop(self):
+        self.channel.close()
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+
+class KjitdTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon()
+        (cls.grpc, cls.hpb, cls.hpbg, cls.pb, cls.pbg, cls.kpb, cls.kpbg) = stubs()
+        cls.infer = cls.pbg.GRPCInferenceServiceStub(cls.d.channel)
+        cls.kernels = cls.kpbg.KernelServiceStub(cls.d.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.d.stop() == 0
+
+    def code(self, fn, req, metadata=None):
+        try:
+            fn(req, metadata=metadata)
+            return self.grpc.StatusCode.OK
+        except self.grpc.RpcError as e:
+            return e.code()
+
+    def test_reflection_lists_our_services(self):
+        # grpc.reflection.v1alpha ServerReflectionInfo with list_services (field 7) = "".
+        call = self.d.channel.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        replies = list(call(iter([b"\x3a\x00"]), timeout=10))
+        self.assertEqual(len(replies), 1)
+        for name in (b"inference.GRPCInferenceService", b"kjit.v1.KernelService", b"grpc.health.v1.Health"):
+            self.assertIn(name, replies[0])
+
+    def test_health_and_metadata(self):
+        health = self.hpbg.HealthStub(self.d.channel)
+        self.assertEqual(health.Check(self.hpb.HealthCheckRequest()).status,
+                         self.hpb.HealthCheckResponse.SERVING)
+        md = self.infer.ServerMetadata(self.pb.ServerMetadataRequest())
+        self.assertEqual(md.name, "kjit")
+        self.assertIn("cuda_shared_memory", md.extensions)
+        mm = self.infer.ModelMetadata(self.pb.ModelMetadataRequest(name="mla_verify"))
+        self.assertEqual([t.name for t in mm.outputs], ["o", "lse"])
+        self.assertEqual(self.code(self.infer.ModelMetadata, self.pb.ModelMetadataRequest(name="nope")),
+                         self.grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_system_shared_memory_from_python(self):
+        shm = shared_memory.SharedMemory(create=True, size=1 << 16)
+        try:
+            key = "/" + shm.name
+            req = self.pb.SystemSharedMemoryRegisterRequest(name="py", key=key, offset=1024, byte_size=4096)
+            self.infer.SystemSharedMemoryRegister(req)
+            self.assertEqual(self.code(self.infer.SystemSharedMemoryRegister, req),
+                             self.grpc.StatusCode.ALREADY_EXISTS)
+            st = self.infer.SystemSharedMemoryStatus(self.pb.SystemSharedMemoryStatusRequest(name="py"))
+            self.assertEqual(st.regions["py"].key, key)
+            self.assertEqual(st.regions["py"].byte_size, 4096)
+            bad = self.pb.SystemSharedMemoryRegisterRequest(name="py2", key=key, offset=1 << 16, byte_size=1)
+            self.assertEqual(self.code(self.infer.SystemSharedMemoryRegister, bad),
+                             self.grpc.StatusCode.INVALID_ARGUMENT)
+            self.infer.SystemSharedMemoryUnregister(self.pb.SystemSharedMemoryUnregisterRequest(name="py"))
+            self.infer.SystemSharedMemoryUnregister(self.pb.SystemSharedMemoryUnregisterRequest())
+            st = self.infer.SystemSharedMemoryStatus(self.pb.SystemSharedMemoryStatusRequest())
+            self.assertEqual(len(st.regions), 0)
+        finally:
+            shm.close()
+            shm.unlink()
+
+    def infer_request(self, qo=(0, 2)):
+        import numpy as np
+        req = self.pb.ModelInferRequest(model_name="mla_verify")
+        req.parameters["sm_scale"].double_param = 0.14467963
+        tensors = [
+            ("q", "BF16", [2, 8, 576], np.zeros((2, 8, 576), np.uint16)),
+            ("k_extend", "BF16", [2, 1, 576], np.zeros((2, 1, 576), np.uint16)),
+            ("kv_cache", "BF16", [4, 1, 576], np.zeros((4, 1, 576), np.uint16)),
+            ("qo_indptr", "INT32", [2], np.array(qo, np.int32)),
+            ("kv_indptr", "INT32", [2], np.array([0, 3], np.int32)),
+            ("kv_indices", "INT64", [3], np.array([1, 2, 3], np.int64)),
+            ("custom_mask", "BOOL", [10], np.ones(10, np.bool_)),
+            ("mask_indptr", "INT64", [2], np.array([0, 10], np.int64)),
+        ]
+        for name, dt, shape, arr in tensors:
+            t = req.inputs.add(name=name, datatype=dt)
+            t.shape.extend(shape)
+            req.raw_input_contents.append(arr.tobytes())
+        req.outputs.add(name="o")
+        return req
+
+    def test_model_infer_codes(self):
+        self.assertEqual(self.code(self.infer.ModelInfer, self.infer_request()),
+                         self.grpc.StatusCode.FAILED_PRECONDITION)
+        with self.assertRaises(self.grpc.RpcError) as ctx:
+            self.infer.ModelInfer(self.infer_request(qo=(0, 1)))
+        self.assertEqual(ctx.exception.code(), self.grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("'qo_indptr'", ctx.exception.details())
+
+    def test_killed_client_releases_its_session(self):
+        shm = shared_memory.SharedMemory(create=True, size=4096)
+        try:
+            child = textwrap.dedent(f"""
+                import sys, threading, time
+                sys.path.insert(0, {ARGS.stubs!r})
+                import grpc
+                from inference import grpc_service_pb2 as pb, grpc_service_pb2_grpc as pbg
+                from kjit.v1 import kernel_service_pb2 as kpb, kernel_service_pb2_grpc as kpbg
+                ch = grpc.insecure_channel({self.d.target!r})
+                def requests():  # keeps the session stream open until the process dies
+                    yield kpb.SessionRequest(client_name="victim")
+                    threading.Event().wait()
+                stream = kpbg.KernelServiceStub(ch).OpenSession(requests())
+                sid = next(stream).session_id
+                pbg.GRPCInferenceServiceStub(ch).SystemSharedMemoryRegister(
+                    pb.SystemSharedMemoryRegisterRequest(name="victim", key={"/" + shm.name!r}, byte_size=4096),
+                    metadata=[("kjit-session", sid)])
+                print("ready", flush=True)
+                time.sleep(600)
+            """)
+            proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+            self.assertEqual(proc.stdout.readline().strip(), "ready")
+            st = self.infer.SystemSharedMemoryStatus(self.pb.SystemSharedMemoryStatusRequest())
+            self.assertIn("victim", st.regions)
+            time.sleep(0.2)  # the session must outlive the registration while the client lives
+            st = self.infer.SystemSharedMemoryStatus(self.pb.SystemSharedMemoryStatusRequest())
+            self.assertIn("victim", st.regions)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            proc.stdout.close()
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                st = self.infer.SystemSharedMemoryStatus(self.pb.SystemSharedMemoryStatusRequest())
+                if "victim" not in st.regions:
+                    break
+                time.sleep(0.02)
+            self.assertNotIn("victim", st.regions)
+            self.assertTrue(self.infer.ServerLive(self.pb.ServerLiveRequest()).live)
+        finally:
+            shm.close()
+            shm.unlink()
+
+
+class TcpTest(unittest.TestCase):
+    def test_tcp_only_when_asked(self):
+        grpc, _, _, pb, pbg, _, _ = stubs()
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        d = Daemon(["--listen", f"127.0.0.1:{port}"])
+        try:
+            ch = grpc.insecure_channel(f"127.0.0.1:{port}", options=OPTIONS)
+            grpc.channel_ready_future(ch).result(timeout=30)
+            self.assertTrue(pbg.GRPCInferenceServiceStub(ch).ServerLive(pb.ServerLiveRequest()).live)
+            ch.close()
+        finally:
+            self.assertEqual(d.stop(), 0)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kjitd", required=True)
+    parser.add_argument("--stubs", required=True)
+    ARGS, rest = parser.parse_known_args()
+    sys.path.insert(0, ARGS.stubs)
+    unittest.main(argv=[sys.argv[0], "-v", *rest])
