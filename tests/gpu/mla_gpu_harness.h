@@ -126,10 +126,14 @@ class DeviceCase {
     return Poison();
   }
 
+  // The synchronous copies and memsets run on the legacy stream, which does not order itself with
+  // the non-blocking test stream: wait for the whole context before any launch reads the buffers.
   Status Poison() {
     KJIT_RETURN_IF_ERROR(o_->Fill(0xFF));
     KJIT_RETURN_IF_ERROR(lse_->Fill(0xFF));
-    return workspace_->Fill(0xAB);
+    KJIT_RETURN_IF_ERROR(workspace_->Fill(0xAB));
+    KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+    return driver::Check(api->cuCtxSynchronize(), "synchronize after upload");
   }
 
   kernels::MlaVerifyBuffers Buffers(bool with_lse) const {
