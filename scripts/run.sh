@@ -1,0 +1,40 @@
+#!/bin/bash
+# run.sh [kjitd flags...]: install the build dependencies, build kjitd, and run it in the foreground
+# with the defaults (Unix socket per PROTOCOL.md; TCP only with --listen). With a GPU, a demo
+# ModelInfer runs once the daemon is ready. Ctrl-C (SIGINT) or SIGTERM stops it cleanly.
+#   scripts/run.sh                     # defaults
+#   scripts/run.sh --listen 127.0.0.1:8001 --arch sm_120
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${KJIT_BUILD_DIR:-$root/build}
+"$root/scripts/install-deps.sh"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j"$(nproc)" --target kjitd kjit_proto_python
+
+socket=""
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[$i]}" in
+    --socket) socket=${args[$((i + 1))]:-} ;;
+    --socket=*) socket=${args[$i]#--socket=} ;;
+  esac
+done
+if [ -z "$socket" ]; then
+  if [ -n "${XDG_RUNTIME_DIR:-}" ]; then socket=$XDG_RUNTIME_DIR/kjit/kjitd.sock
+  elif [ -d /run/kjit ] && [ -w /run/kjit ]; then socket=/run/kjit/kjitd.sock
+  else socket=/tmp/kjit-$(id -u)/kjitd.sock; fi
+fi
+stubs=$build/proto/python
+cat <<MSG
+kjitd socket: unix://$socket
+example call (Python, generated stubs):
+  PYTHONPATH=$stubs python3 -c "import grpc; from inference import grpc_service_pb2 as pb, grpc_service_pb2_grpc as g; print(g.GRPCInferenceServiceStub(grpc.insecure_channel('unix://$socket')).ServerMetadata(pb.ServerMetadataRequest()))"
+MSG
+
+"$build/runtime/server/kjitd" "$@" &
+daemon=$!
+trap 'kill -TERM $daemon 2>/dev/null; wait $daemon' INT TERM
+if [ -x "$build/tests/e2e/e2e_demo_client" ] && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  "$build/tests/e2e/e2e_demo_client" --target "unix://$socket" || echo "demo call failed (see above)" >&2
+fi
+wait $daemon
