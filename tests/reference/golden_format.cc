@@ -16,7 +16,7 @@ namespace kjit::reference {
 namespace {
 
 void PutBytes(std::string& out, const void* data, size_t n) {
-  out.append(static_cast<const char*>(data), n);
+  if (n > 0) out.append(static_cast<const char*>(data), n);
 }
 template <typename T>
 void Put(std::string& out, T v) {
@@ -109,7 +109,7 @@ Status Extract(std::map<std::string, RawArray, std::less<>>& arrays, std::string
     return absl::DataLossError(absl::StrCat("golden: array '", std::string(name), "' has dtype ", std::string(1, it->second.dtype)));
   }
   out->resize(it->second.count);
-  std::memcpy(out->data(), it->second.bytes.data(), it->second.bytes.size());
+  if (!out->empty()) std::memcpy(out->data(), it->second.bytes.data(), it->second.bytes.size());
   return absl::OkStatus();
 }
 
