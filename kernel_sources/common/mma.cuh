@@ -30,7 +30,9 @@ __device__ __forceinline__ void LdMatrixX4Trans(unsigned (&r)[4], unsigned addr)
 // c += a * b, bf16 inputs, fp32 accumulators.
 __device__ __forceinline__ void MmaBf16(float (&c)[4], const unsigned (&a)[4], unsigned b0,
                                         unsigned b1) {
-  asm volatile(
+  // Not volatile: a pure register operation, so the compiler may schedule it after later ldmatrix
+  // loads (which stay volatile and ordered with the barriers) and hide their latency.
+  asm(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])

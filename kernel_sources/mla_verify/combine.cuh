@@ -1,8 +1,7 @@
-// The combine kernel: one CTA of 128 threads per query row (each thread owns 4 of the 512 output
-// columns) merges the row's states in a fixed order (tree part first, then the prefix chunks) and
-// writes bf16 o and, when asked, the natural-log lse. Fixed order, plain loads: bitwise
-// deterministic. Many CTAs with independent loads in flight: the merge streams the workspace at
-// memory speed even for a single request.
+// The combine kernel: one CTA per query row. The row's state weights go to shared memory; then
+// kCombineSlices slices of 128 threads (4 of the 512 output columns per thread) each accumulate
+// every kCombineSlices-th state, and the slices are added in a fixed order: bitwise deterministic,
+// with many independent loads in flight so the merge streams the workspace even for one request.
 #pragma once
 
 #include "common/bf16.cuh"
@@ -17,40 +16,65 @@ namespace mla {
 
 template <int kHeads>
 __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
-  static_assert(kCombineThreads * 4 == kVDim, "one float4 of columns per thread");
+  __shared__ float weights[kCombineMaxStates];
+  __shared__ float warp_max[kCombineThreads / 32];
+  __shared__ float4 slice_acc[kCombineSlices - 1][128];
   const int row = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
   const Request rq = LoadRequest(p, b);  // a bad request was reported by the split kernel
-  if (!rq.ok || row >= rq.draft * kHeads) return;
+  if (!rq.ok || row >= rq.draft * kHeads) return;  // uniform over the CTA
 
   const int states = p.num_splits + 1;
   const long long first = static_cast<long long>(b) * states;
   const float* lse_col = p.part_lse + first * p.rows_cap + row;  // state s at s * rows_cap
   float m = NegInf();
-  for (int s = 0; s < states; ++s) m = fmaxf(m, lse_col[static_cast<long long>(s) * p.rows_cap]);
-
+  for (int s = tid; s < states; s += kCombineThreads) m = fmaxf(m, lse_col[static_cast<long long>(s) * p.rows_cap]);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if ((tid & 31) == 0) warp_max[tid >> 5] = m;
+  __syncthreads();
+  m = warp_max[0];
+#pragma unroll
+  for (int w = 1; w < kCombineThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
   LseMerge merge(m);
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (!merge.Empty()) {
-    const float4* src = reinterpret_cast<const float4*>(p.part_o + (first * p.rows_cap + row) * kVDim) + tid;
-    const long long state_stride = static_cast<long long>(p.rows_cap) * (kVDim / 4);  // in float4
-#pragma unroll 4
-    for (int s = 0; s < states; ++s) {
-      const float w = merge.Add(lse_col[static_cast<long long>(s) * p.rows_cap]);
-      if (w == 0.f) continue;  // empty (its O is never written) or negligible
-      const float4 v = src[s * state_stride];
-      acc.x += w * v.x;
-      acc.y += w * v.y;
-      acc.z += w * v.z;
-      acc.w += w * v.w;
-    }
+  for (int s = tid; s < states; s += kCombineThreads) {
+    const float lse = lse_col[static_cast<long long>(s) * p.rows_cap];
+    weights[s] = lse == NegInf() || merge.Empty() ? 0.f : FastExp2(lse - m);
   }
+  __syncthreads();
+
+  const int slice = tid / 128, c4 = tid % 128;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  const float4* src = reinterpret_cast<const float4*>(p.part_o + (first * p.rows_cap + row) * kVDim) + c4;
+  const long long state_stride = static_cast<long long>(p.rows_cap) * (kVDim / 4);  // in float4
+#pragma unroll 4
+  for (int s = slice; s < states; s += kCombineSlices) {
+    const float w = weights[s];
+    if (w == 0.f) continue;  // empty (its O is never written) or negligible
+    const float4 v = src[s * state_stride];
+    acc.x += w * v.x;
+    acc.y += w * v.y;
+    acc.z += w * v.z;
+    acc.w += w * v.w;
+  }
+  if (slice > 0) slice_acc[slice - 1][c4] = acc;
+  __syncthreads();
+  if (slice > 0) return;
+#pragma unroll
+  for (int i = 0; i < kCombineSlices - 1; ++i) {  // fixed order: bitwise deterministic
+    const float4 v = slice_acc[i][c4];
+    acc.x += v.x;
+    acc.y += v.y;
+    acc.z += v.z;
+    acc.w += v.w;
+  }
+  for (int s = 0; s < states; ++s) merge.weight_sum += weights[s];
   const float inv = merge.Empty() ? 0.f : 1.f / merge.weight_sum;
   const long long n = rq.q0 + row / kHeads;
   const int h = row % kHeads;
-  unsigned short* dst = p.o + n * p.o_stride_n + h * p.o_stride_h + tid * 4;
+  unsigned short* dst = p.o + n * p.o_stride_n + h * p.o_stride_h + c4 * 4;
   *reinterpret_cast<uint2*>(dst) =
       make_uint2(PackBf16x2(acc.x * inv, acc.y * inv), PackBf16x2(acc.z * inv, acc.w * inv));
-  if (p.lse != nullptr && tid == 0) p.lse[n * kHeads + h] = merge.LseNatural();
+  if (p.lse != nullptr && c4 == 0) p.lse[n * kHeads + h] = merge.LseNatural();
 }
 
 }  // namespace mla

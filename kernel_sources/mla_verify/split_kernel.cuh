@@ -152,17 +152,19 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
 
     const unsigned kv_addr = SmemAddr(sm.kv[t & 1]);
     // ---- S = Q.K^T over the warp's kQkCols KV columns.
-    float s[Cfg::kMTiles][Cfg::kQkNTiles][4];
+    // Two accumulator sets (even / odd k-steps) double the independent mma chains per warp.
+    float s[Cfg::kMTiles][Cfg::kQkNTiles][4], s_odd[Cfg::kMTiles][Cfg::kQkNTiles][4];
 #pragma unroll
     for (int mt = 0; mt < Cfg::kMTiles; ++mt)
 #pragma unroll
       for (int nt = 0; nt < Cfg::kQkNTiles; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = s_odd[mt][nt][e] = 0.f;
 #pragma unroll
     for (int grp = 0; grp < kChunks / 8; ++grp) {  // 8 chunks = 4 k-steps of 16
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
+        auto& acc = (j & 1) ? s_odd : s;
         unsigned a[Cfg::kMTiles][4];
 #pragma unroll
         for (int mt = 0; mt < Cfg::kMTiles; ++mt)
@@ -172,17 +174,23 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
           LdMatrixX4(bk, kv_addr + k_lane_off + grp * 128 + swz_b.x[j]);
 #pragma unroll
           for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
-            MmaBf16(s[mt][0], a[mt], bk[0], bk[1]);
-            MmaBf16(s[mt][1], a[mt], bk[2], bk[3]);
+            MmaBf16(acc[mt][0], a[mt], bk[0], bk[1]);
+            MmaBf16(acc[mt][1], a[mt], bk[2], bk[3]);
           }
         } else {
           unsigned bk[2];
           LdMatrixX2(bk, kv_addr + k_lane_off + grp * 128 + swz_b.x[j]);
 #pragma unroll
-          for (int mt = 0; mt < Cfg::kMTiles; ++mt) MmaBf16(s[mt][0], a[mt], bk[0], bk[1]);
+          for (int mt = 0; mt < Cfg::kMTiles; ++mt) MmaBf16(acc[mt][0], a[mt], bk[0], bk[1]);
         }
       }
     }
+#pragma unroll
+    for (int mt = 0; mt < Cfg::kMTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < Cfg::kQkNTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] += s_odd[mt][nt][e];
 
     // ---- Scale, mask, and the tile's row maxima (shared with the row group's other warps).
     const long long* idx_t = sm.idx[t % kIdxRing];

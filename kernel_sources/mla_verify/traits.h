@@ -78,8 +78,11 @@ struct TileFor<true> {
   using type = ConfigLarge;
 };
 
-// Combine: one CTA per query row, 4 output columns per thread.
-constexpr int kCombineThreads = 128;
+// Combine: one CTA per query row; kCombineSlices groups of 128 threads (4 output columns each)
+// take every kCombineSlices-th state and are summed in slice order.
+constexpr int kCombineSlices = 4;
+constexpr int kCombineThreads = 128 * kCombineSlices;
+constexpr int kCombineMaxStates = 1024;  // num_splits + 1 (the plan enforces it)
 
 }  // namespace mla
 }  // namespace kjit

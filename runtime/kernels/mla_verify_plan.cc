@@ -42,8 +42,9 @@ Status ValidateProblem(const MlaVerifyProblem& p) {
   if (p.num_slots < 1) return Invalid(absl::StrCat("num_slots = ", p.num_slots, "; kv_cache needs >= 1 row"));
   if (p.num_kv_indices < 0 || p.mask_len < 0 || p.max_prefix < 0)
     return Invalid("num_kv_indices, mask_len and max_prefix must be >= 0");
-  if (p.force_num_splits < 0 || p.force_num_splits > 65534)
-    return Invalid(absl::StrCat("force_num_splits = ", p.force_num_splits, "; need 0..65534"));
+  if (p.force_num_splits < 0 || p.force_num_splits >= mla::kCombineMaxStates)
+    return Invalid(absl::StrCat("force_num_splits = ", p.force_num_splits, "; need 0..",
+                                mla::kCombineMaxStates - 1));
   if (p.mask_kind != MaskKind::kBool && p.mask_kind != MaskKind::kPacked)
     return Invalid("mask_kind must be kBool or kPacked");
   if (!std::isfinite(p.sm_scale) || !std::isfinite(p.k_scale) || !std::isfinite(p.v_scale))
@@ -97,7 +98,8 @@ int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const
   // (a tile of one CTA ~ 2.5 us; the device moves ~3 MB per us).
   const double state_bytes = 2.0 * p.batch * static_cast<double>(p.max_draft) * p.num_heads * kMlaVDim * 4;
   const double state_tiles = state_bytes / 3e6 / 2.5;
-  const long max_splits = std::min<long>(prefix_tiles, std::max<long>(1, 4L * sms / ctas_per_split));
+  const long max_splits = std::min<long>({prefix_tiles, std::max<long>(1, 4L * sms / ctas_per_split),
+                                         mla::kCombineMaxStates - 1});
   int best = 1;
   double best_t = std::numeric_limits<double>::max();
   for (long s = 1; s <= max_splits; ++s) {
