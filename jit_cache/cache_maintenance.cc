@@ -39,9 +39,11 @@ StatusOr<bool> InUse(const std::string& path, UniqueFd* held) {
   return false;
 }
 
-StatusOr<Entry> Load(const std::string& path, const std::string& key) {
+// Reads and checks one entry file; *fd (when given) keeps the file that was read open.
+StatusOr<Entry> Load(const std::string& path, const std::string& key, UniqueFd* fd_out = nullptr) {
   KJIT_ASSIGN_OR_RETURN(UniqueFd fd, internal::OpenFile(path, O_RDONLY));
   KJIT_ASSIGN_OR_RETURN(std::string bytes, internal::ReadAll(fd.get(), path));
+  if (fd_out) *fd_out = std::move(fd);
   return internal::DecodeEntry(bytes, key);
 }
 
@@ -137,7 +139,8 @@ StatusOr<VerifyReport> CubinCache::Verify() {
   VerifyReport report;
   for (const auto& f : files) {
     ++report.checked;
-    StatusOr<Entry> e = Load(f.path, f.key);
+    UniqueFd read;
+    StatusOr<Entry> e = Load(f.path, f.key, &read);
     if (e.ok()) {
       ++report.ok;
       continue;
@@ -145,7 +148,8 @@ StatusOr<VerifyReport> CubinCache::Verify() {
     if (absl::IsNotFound(e.status())) continue;  // removed meanwhile
     report.bad.emplace_back(f.key + std::string(kSuffix), std::string(e.status().message()));
     // A broken file is never served (readers check it); removing it just saves the next miss.
-    unlink(f.path.c_str());
+    // Only the file we read: a writer may have renamed a good one into place since.
+    if (read.valid() && internal::SameFile(read.get(), f.path)) unlink(f.path.c_str());
     std::lock_guard<std::mutex> l(impl_->mu);
     ++impl_->stats.corrupt;
   }

@@ -5,9 +5,11 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "jit_cache/cache_impl.h"
@@ -48,8 +50,13 @@ DiskRead ReadFromDisk(const CubinCache::Impl& impl, const Request& req) {
     if (!absl::IsNotFound(fd.status())) r.why = fd.status();
     return r;
   }
-  // Gc holds LOCK_EX only for the moment it removes the file: treat that as absent.
-  StatusOr<bool> pinned = internal::TryFlock(fd->get(), LOCK_SH, path);
+  // Gc and `kjit cache ls` hold LOCK_EX only for a moment (Gc then removes the file): wait that
+  // out briefly, then treat the entry as absent.
+  StatusOr<bool> pinned = false;
+  for (int i = 0; i < 5 && pinned.ok() && !*pinned; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    pinned = internal::TryFlock(fd->get(), LOCK_SH, path);
+  }
   if (!pinned.ok() || !*pinned) return r;
   StatusOr<std::string> bytes = internal::ReadAll(fd->get(), path);
   if (!bytes.ok()) {
