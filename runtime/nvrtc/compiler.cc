@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <memory>
-#include <regex>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/nvrtc/compiler.h"
@@ -30,13 +29,22 @@ std::string ProgramLog(nvrtcProgram prog) {
   return log;
 }
 
-// NVRTC writes "name(line): error: ..."; the message leads with "name:line: error: ..." so editors
-// and people find the place at once, followed by the whole log.
+// NVRTC writes "name(line): error: ..."; the message leads with "name:line: " so editors and
+// people find the place at once, followed by the whole log.
 std::string FirstErrorLocation(const std::string& log) {
-  static const std::regex kError(R"(([^\s()]+)\((\d+)\): (catastrophic )?error)");
-  std::smatch m;
-  if (!std::regex_search(log, m, kError)) return {};
-  return absl::StrCat(m[1].str(), ":", m[2].str());
+  for (size_t at = log.find("): "); at != std::string::npos; at = log.find("): ", at + 1)) {
+    std::string_view after = std::string_view(log).substr(at + 3);
+    if (after.substr(0, 6) != "error:" && after.substr(0, 12) != "catastrophic") continue;
+    size_t open = log.rfind('(', at);
+    if (open == std::string::npos || open + 1 >= at) continue;
+    std::string_view line = std::string_view(log).substr(open + 1, at - open - 1);
+    if (line.find_first_not_of("0123456789") != std::string_view::npos) continue;
+    size_t begin = log.find_last_of(" \n", open);
+    begin = begin == std::string::npos ? 0 : begin + 1;
+    if (begin == open) continue;
+    return absl::StrCat(log.substr(begin, open - begin), ":", std::string(line));
+  }
+  return {};
 }
 
 }  // namespace
