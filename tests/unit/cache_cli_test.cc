@@ -15,10 +15,11 @@ namespace {
 
 using namespace testing;
 
-// The tool is built beside this test: <build>/jit_cache/kjit, this binary in <build>/tests/unit/.
-std::string KjitPath() {
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "../../jit_cache/kjit").lexically_normal();
-}
+#ifndef KJIT_CLI_PATH
+#error "KJIT_CLI_PATH (the kjit binary) is defined by jit_cache/CMakeLists.txt"
+#endif
+
+std::string KjitPath() { return KJIT_CLI_PATH; }
 
 struct CliRun {
   int code = -1;
@@ -39,7 +40,7 @@ CliRun Kjit(const std::string& args) {
 class KjitCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(std::filesystem::exists(KjitPath())) << "build the kjit target first: " << KjitPath();
+    ASSERT_TRUE(std::filesystem::exists(KjitPath())) << KjitPath();
   }
   // Three fake entries written by a process that is gone.
   std::vector<Request> Fill() {
