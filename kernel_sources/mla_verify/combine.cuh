@@ -48,8 +48,7 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   const long long state_stride = static_cast<long long>(p.rows_cap) * (kVDim / 4);  // in float4
 #pragma unroll 4
   for (int s = slice; s < states; s += kCombineSlices) {
-    const float w = weights[s];
-    if (w == 0.f) continue;  // empty (its O is never written) or negligible
+    const float w = weights[s];  // 0 for an empty state, whose O the split kernel zeroed
     const float4 v = src[s * state_stride];
     acc.x += w * v.x;
     acc.y += w * v.y;

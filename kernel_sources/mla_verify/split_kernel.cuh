@@ -50,9 +50,12 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   const long long state = static_cast<long long>(b) * (p.num_splits + 1) + split;
   float* part_lse = p.part_lse + state * p.rows_cap;
   float* part_o = p.part_o + state * p.rows_cap * kVDim;
-  if (kv_begin >= kv_end) {  // empty chunk: an empty state, merged with weight 0
+  if (kv_begin >= kv_end) {  // empty chunk: an empty state (weight 0), O zeroed for the combine
     for (int r = tid; r < Cfg::kRows; r += kThreads)
       if (m0 + r < rows_b) part_lse[m0 + r] = NegInf();
+    const int rows = rows_b - m0 < Cfg::kRows ? rows_b - m0 : Cfg::kRows;
+    float4* dst = reinterpret_cast<float4*>(part_o + static_cast<long long>(m0) * kVDim);
+    for (int i = tid; i < rows * (kVDim / 4); i += kThreads) dst[i] = make_float4(0.f, 0.f, 0.f, 0.f);
     return;
   }
   const int num_tiles = static_cast<int>((kv_end - kv_begin + kTile - 1) / kTile);
@@ -145,52 +148,59 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   for (int t = 0; t < num_tiles; ++t) {
     CpAsyncWait<0>();
     __syncthreads();  // tile t visible to all; every warp is done with tile t-1's stage
-    if (t + 1 < num_tiles) gather(t + 1);
+#ifndef KJIT_MLA_EXPERIMENT
+#define KJIT_MLA_EXPERIMENT 0
+#endif
+    if (t + 1 < num_tiles && KJIT_MLA_EXPERIMENT != 3) gather(t + 1);
     CpAsyncCommit();
     const bool stage_next = tid < kTile && t + 2 < num_tiles;
     const long long raw_next = stage_next ? load_raw(t + 2, tid) : kPastEnd;  // used after the tile
 
     const unsigned kv_addr = SmemAddr(sm.kv[t & 1]);
     // ---- S = Q.K^T over the warp's kQkCols KV columns.
-    // Two accumulator sets (even / odd k-steps) double the independent mma chains per warp.
-    float s[Cfg::kMTiles][Cfg::kQkNTiles][4], s_odd[Cfg::kMTiles][Cfg::kQkNTiles][4];
+    float s[Cfg::kMTiles][Cfg::kQkNTiles][4];
 #pragma unroll
     for (int mt = 0; mt < Cfg::kMTiles; ++mt)
 #pragma unroll
       for (int nt = 0; nt < Cfg::kQkNTiles; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][nt][e] = s_odd[mt][nt][e] = 0.f;
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+    // Fragments of k-step ks (16 of the 576 dims); ks is a compile-time constant after unrolling.
+    auto load_qk = [&](int ks, unsigned (&a)[Cfg::kMTiles][4], unsigned (&bk)[4]) {
+      const int grp = ks >> 2, j = ks & 3;  // 8 chunks = 4 k-steps per 128-byte group
 #pragma unroll
-    for (int grp = 0; grp < kChunks / 8; ++grp) {  // 8 chunks = 4 k-steps of 16
+      for (int mt = 0; mt < Cfg::kMTiles; ++mt)
+        LdMatrixX4(a[mt], q_lane + mt * 16 * kRowBytes + grp * 128 + swz_a.x[j]);
+      if constexpr (Cfg::kQkNTiles == 2) {
+        LdMatrixX4(bk, kv_addr + k_lane_off + grp * 128 + swz_b.x[j]);
+      } else {
+        unsigned b2[2];
+        LdMatrixX2(b2, kv_addr + k_lane_off + grp * 128 + swz_b.x[j]);
+        bk[0] = b2[0];
+        bk[1] = b2[1];
+      }
+    };
+    auto mma_qk = [&](const unsigned (&a)[Cfg::kMTiles][4], const unsigned (&bk)[4]) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        auto& acc = (j & 1) ? s_odd : s;
-        unsigned a[Cfg::kMTiles][4];
+      for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+        MmaBf16(s[mt][0], a[mt], bk[0], bk[1]);
+        if constexpr (Cfg::kQkNTiles == 2) MmaBf16(s[mt][1], a[mt], bk[2], bk[3]);
+      }
+    };
+    // Software pipeline: the next k-step's fragments are requested before this step's mma.
+    if (KJIT_MLA_EXPERIMENT != 1) {
+      constexpr int kSteps = kKDim / 16;
+      static_assert(kSteps % 2 == 0, "k-steps go in pairs");
+      unsigned a0[Cfg::kMTiles][4], b0[4], a1[Cfg::kMTiles][4], b1[4];
+      load_qk(0, a0, b0);
 #pragma unroll
-        for (int mt = 0; mt < Cfg::kMTiles; ++mt)
-          LdMatrixX4(a[mt], q_lane + mt * 16 * kRowBytes + grp * 128 + swz_a.x[j]);
-        if constexpr (Cfg::kQkNTiles == 2) {
-          unsigned bk[4];
-          LdMatrixX4(bk, kv_addr + k_lane_off + grp * 128 + swz_b.x[j]);
-#pragma unroll
-          for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
-            MmaBf16(acc[mt][0], a[mt], bk[0], bk[1]);
-            MmaBf16(acc[mt][1], a[mt], bk[2], bk[3]);
-          }
-        } else {
-          unsigned bk[2];
-          LdMatrixX2(bk, kv_addr + k_lane_off + grp * 128 + swz_b.x[j]);
-#pragma unroll
-          for (int mt = 0; mt < Cfg::kMTiles; ++mt) MmaBf16(acc[mt][0], a[mt], bk[0], bk[1]);
-        }
+      for (int ks = 0; ks < kSteps; ks += 2) {
+        load_qk(ks + 1, a1, b1);
+        mma_qk(a0, b0);
+        if (ks + 2 < kSteps) load_qk(ks + 2, a0, b0);
+        mma_qk(a1, b1);
       }
     }
-#pragma unroll
-    for (int mt = 0; mt < Cfg::kMTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < Cfg::kQkNTiles; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][nt][e] += s_odd[mt][nt][e];
 
     // ---- Scale, mask, and the tile's row maxima (shared with the row group's other warps).
     const long long* idx_t = sm.idx[t % kIdxRing];
@@ -269,19 +279,30 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
 
     // ---- O += P.V over the warp's 128 V columns (V = first 512 dims of the same tile).
 #pragma unroll 1
-    for (int kk = 0; kk < kTile / 16; ++kk) {
+    for (int kk = 0; kk < (KJIT_MLA_EXPERIMENT == 2 ? 0 : kTile / 16); ++kk) {
       unsigned a[Cfg::kMTiles][4];
 #pragma unroll
       for (int mt = 0; mt < Cfg::kMTiles; ++mt) LdMatrixX4(a[mt], p_lane + mt * 16 * 128 + (((2 * kk + (lane >> 4)) ^ (lane & 7)) << 4));
-#pragma unroll
-      for (int np = 0; np < Cfg::kVNTiles / 2; ++np) {
-        unsigned bv[4];
+      auto load_v = [&](int np, unsigned (&bv)[4]) {
         LdMatrixX4Trans(bv, kv_addr + v_lane_off + kk * 16 * kRowBytes + (np / 4) * 128 + swz_a.x[np % 4]);
+      };
+      auto mma_v = [&](int np, const unsigned (&bv)[4]) {
 #pragma unroll
         for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
           MmaBf16(o[mt][2 * np], a[mt], bv[0], bv[1]);
           MmaBf16(o[mt][2 * np + 1], a[mt], bv[2], bv[3]);
         }
+      };
+      constexpr int kPairs = Cfg::kVNTiles / 2;
+      static_assert(kPairs % 2 == 0, "V column pairs go in pairs");
+      unsigned bv0[4], bv1[4];
+      load_v(0, bv0);
+#pragma unroll
+      for (int np = 0; np < kPairs; np += 2) {
+        load_v(np + 1, bv1);
+        mma_v(np, bv0);
+        if (np + 2 < kPairs) load_v(np + 2, bv0);
+        mma_v(np + 1, bv1);
       }
     }
     if (stage_next) sm.idx[(t + 2) % kIdxRing][tid] = validate(raw_next);
