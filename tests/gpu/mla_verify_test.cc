@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -196,6 +197,49 @@ TEST_P(MlaVerifyGpu, OutOfRangeSlotSetsTheErrorBitAndIsMasked) {
   EXPECT_TRUE(run.error_word & kernels::kMlaErrKvIndexOutOfRange) << "error word " << run.error_word;
   const RunResult clean = Check(reference::MakeCase(s), "clean");
   EXPECT_EQ(clean.error_word, 0u) << "the error word must be zeroed by the launch";
+}
+
+TEST_P(MlaVerifyGpu, EverySplitCountMatchesTheReference) {
+  MlaCase c = reference::MakeCase(MediumSpec(81));
+  for (int splits : {1, 2, 3, 7, 64}) {  // the oracle ignores the hint; the fast family must not care
+    c.problem.force_num_splits = splits;
+    Check(c, "force_num_splits " + std::to_string(splits));
+  }
+}
+
+// The same case with row strides larger than the rows (q, k_extend, o), as a caller slicing bigger
+// tensors passes them.
+MlaCase WithPaddedStrides(const MlaCase& dense) {
+  MlaCase c = dense;
+  auto& p = c.problem;
+  const int64_t h = p.num_heads, n = p.num_q;
+  p.q_stride_n = h * kernels::kMlaKDim + 64;
+  p.k_extend_stride_n = kernels::kMlaKDim + 8;
+  p.o_stride_n = h * kernels::kMlaVDim + 32;
+  c.q.assign(n * p.q_stride_n, reference::FloatToBf16(1e30f));  // gaps hold values no kernel may read
+  c.k_extend.assign(n * p.k_extend_stride_n, reference::FloatToBf16(1e30f));
+  for (int64_t i = 0; i < n; ++i) {
+    std::copy_n(dense.q.begin() + i * h * kernels::kMlaKDim, h * kernels::kMlaKDim, c.q.begin() + i * p.q_stride_n);
+    std::copy_n(dense.k_extend.begin() + i * kernels::kMlaKDim, kernels::kMlaKDim,
+                c.k_extend.begin() + i * p.k_extend_stride_n);
+  }
+  return c;
+}
+
+TEST_P(MlaVerifyGpu, RowStridesLargerThanTheRowsAreHonored) {
+  const MlaCase dense = reference::MakeCase(MediumSpec(91));
+  const MlaCase strided = WithPaddedStrides(dense);
+  const RunResult a = Check(dense, "dense");
+  const RunResult b = Check(strided, "strided");
+  ASSERT_FALSE(a.o.empty() || b.o.empty());
+  const int64_t row = static_cast<int64_t>(dense.problem.num_heads) * kernels::kMlaVDim;
+  for (int64_t n = 0; n < dense.problem.num_q; ++n) {
+    if (dense.row_is_padding[n]) continue;
+    ASSERT_EQ(std::memcmp(&a.o[n * row], &b.o[n * strided.problem.o_stride_n], row * 2), 0) << "row " << n;
+    for (int64_t i = row; i < strided.problem.o_stride_n; ++i) {
+      ASSERT_EQ(b.o[n * strided.problem.o_stride_n + i], 0xFFFF) << "wrote into the gap after row " << n;
+    }
+  }
 }
 
 CaseSpec SmallSpec(uint64_t seed, kernels::MaskKind mask) {
