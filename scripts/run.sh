@@ -9,7 +9,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${KJIT_BUILD_DIR:-$root/build}
 "$root/scripts/install-deps.sh"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$(nproc)" --target kjitd kjit_proto_python
+gpu=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gpu=1; fi
+targets=(kjitd kjit_proto_python)
+[ $gpu -eq 1 ] && targets+=(e2e_ipc_client)
+cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 
 socket=""
 args=("$@")
@@ -34,7 +38,7 @@ MSG
 "$build/runtime/server/kjitd" "$@" &
 daemon=$!
 trap 'kill -TERM $daemon 2>/dev/null; wait $daemon' INT TERM
-if [ -x "$build/tests/e2e/e2e_demo_client" ] && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  "$build/tests/e2e/e2e_demo_client" --target "unix://$socket" || echo "demo call failed (see above)" >&2
+if [ $gpu -eq 1 ]; then  # a demo launch through CUDA IPC once the daemon answers (it waits up to 60 s)
+  "$build/tests/e2e/e2e_ipc_client" --target "unix://$socket" --mode demo || echo "demo call failed (see above)" >&2
 fi
 wait $daemon

@@ -1,0 +1,166 @@
+#include "tests/e2e/e2e_client.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+namespace kjit::e2e {
+namespace {
+
+reference::CaseSpec Spec(uint64_t seed, int h, std::vector<int> p, std::vector<int> d, reference::TreeKind tree,
+                         kernels::MaskKind mask, bool causal, bool lse, int padded) {
+  reference::CaseSpec s;
+  s.seed = seed;
+  s.num_heads = h;
+  s.prefix_lens = std::move(p);
+  s.draft_lens = std::move(d);
+  s.tree = tree;
+  s.mask = mask;
+  s.is_causal = causal;
+  s.write_lse = lse;
+  s.padded_requests = padded;
+  return s;
+}
+
+}  // namespace
+
+Status Connect(Client* x, const std::string& target, int device) {
+  x->target = target;
+  x->device = device;
+  KJIT_ASSIGN_OR_RETURN(std::vector<driver::DeviceInfo> devices, driver::Devices());
+  KJIT_E2E_CHECK(device >= 0 && device < static_cast<int>(devices.size()), "no such GPU");
+  x->info = devices[device];
+  KJIT_ASSIGN_OR_RETURN(driver::Context ctx, driver::Context::RetainPrimary(device));
+  x->context = std::make_unique<driver::Context>(std::move(ctx));
+  KJIT_RETURN_IF_ERROR(x->context->MakeCurrent());
+  KJIT_ASSIGN_OR_RETURN(driver::Stream s, driver::Stream::Create());
+  x->stream = std::make_unique<driver::Stream>(std::move(s));
+  x->channel = e2e::Connect(target);
+  KJIT_E2E_CHECK(x->channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60)),
+                 "cannot connect to " + target);
+  x->infer = inference::GRPCInferenceService::NewStub(x->channel);
+  x->kernels = kjit::v1::KernelService::NewStub(x->channel);
+  KJIT_ASSIGN_OR_RETURN(x->loaded, LoadKernelsFromDaemon(x->kernels.get(), x->info));
+  return absl::OkStatus();
+}
+
+Status OpenSession(Client* x, const std::string& client_name) {
+  x->session_ctx = std::make_unique<grpc::ClientContext>();
+  x->session_stream = x->kernels->OpenSession(x->session_ctx.get());
+  kjit::v1::SessionEvent hello;
+  KJIT_E2E_CHECK(x->session_stream->Read(&hello), "OpenSession gave no id");
+  x->session = hello.session_id();
+  kjit::v1::SessionRequest me;
+  me.set_client_name(client_name);
+  x->session_stream->Write(me);
+  return absl::OkStatus();
+}
+
+static Status RegisterCuda(Client* x, const std::string& name, const CudaArena& arena) {
+  KJIT_ASSIGN_OR_RETURN(std::string handle, arena.IpcHandle());
+  grpc::ClientContext ctx;
+  if (!x->session.empty()) ctx.AddMetadata("kjit-session", x->session);
+  inference::CudaSharedMemoryRegisterRequest req;
+  req.set_name(name);
+  req.set_raw_handle(handle);
+  req.set_device_id(x->device);
+  req.set_byte_size(arena.size());
+  inference::CudaSharedMemoryRegisterResponse resp;
+  const grpc::Status s = x->infer->CudaSharedMemoryRegister(&ctx, req, &resp);
+  KJIT_E2E_CHECK(s.ok(), absl::StrCat("CudaSharedMemoryRegister ", name, ": ", s.error_message()));
+  return absl::OkStatus();
+}
+
+StatusOr<Arenas> MakeArenas(Client* x, size_t in_bytes, size_t out_bytes) {
+  Arenas a;
+  KJIT_ASSIGN_OR_RETURN(a.in, CudaArena::Create(in_bytes));
+  KJIT_ASSIGN_OR_RETURN(a.out, CudaArena::Create(out_bytes));
+  KJIT_RETURN_IF_ERROR(RegisterCuda(x, x->prefix + "-in", *a.in));
+  KJIT_RETURN_IF_ERROR(RegisterCuda(x, x->prefix + "-out", *a.out));
+  return a;
+}
+
+Status RegisterEvent(Client* x, const std::string& name, CUevent event) {
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  CUipcEventHandle h;
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuIpcGetEventHandle(&h, event), "cuIpcGetEventHandle"));
+  grpc::ClientContext ctx;
+  if (!x->session.empty()) ctx.AddMetadata("kjit-session", x->session);
+  kjit::v1::RegisterEventRequest req;
+  req.set_name(name);
+  req.set_raw_handle(std::string(reinterpret_cast<const char*>(&h), sizeof(h)));
+  req.set_device_id(x->device);
+  kjit::v1::RegisterEventResponse resp;
+  const grpc::Status s = x->kernels->RegisterEvent(&ctx, req, &resp);
+  KJIT_E2E_CHECK(s.ok(), absl::StrCat("RegisterEvent ", name, ": ", s.error_message()));
+  return absl::OkStatus();
+}
+
+grpc::Status Call(Client* x, const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  return x->infer->ModelInfer(&ctx, req, resp);
+}
+
+StatusOr<std::vector<char>> ReadDevice(CUdeviceptr p, size_t bytes) {
+  std::vector<char> v(bytes);
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(v.data(), p, bytes), "read device"));
+  return v;
+}
+
+std::vector<reference::CaseSpec> Cases() {
+  using kernels::MaskKind;
+  using reference::TreeKind;
+  return {Spec(1, 8, {1000, 37}, {16, 7}, TreeKind::kBushy, MaskKind::kBool, true, true, 1),
+          Spec(2, 16, {4097}, {33}, TreeKind::kRandom, MaskKind::kPacked, false, false, 0),
+          Spec(3, 64, {0, 1}, {1, 64}, TreeKind::kChain, MaskKind::kBool, true, true, 0)};
+}
+
+Status CheckCase(Client* x, Arenas& a, const reference::MlaCase& c, const CaseLayout& l, const std::string& model,
+                 bool inline_small) {
+  const std::string what = absl::StrCat(model, " seed ", c.spec.seed, inline_small ? " inline" : " regions");
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8(a.out->base(), 0xFF, a.out->size()), "poison"));
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuCtxSynchronize(), "poison sync"));
+  inference::ModelInferResponse resp;
+  const grpc::Status s =
+      Call(x, InferRequest(model, c, l, x->prefix + "-in", x->prefix + "-out", x->device, inline_small), &resp);
+  KJIT_E2E_CHECK(s.ok(), absl::StrCat(what, ": ModelInfer ", s.error_message()));
+  const int outputs = c.problem.write_lse ? 2 : 1;
+  KJIT_E2E_CHECK(resp.outputs_size() == outputs && resp.raw_output_contents_size() == outputs,
+                 absl::StrCat(what, ": ", resp.outputs_size(), " outputs, ", resp.raw_output_contents_size(), " raw"));
+  KJIT_E2E_CHECK(resp.outputs(0).name() == "o" && resp.outputs(0).shape_size() == 3 &&
+                     resp.outputs(0).shape(0) == c.problem.num_q && resp.outputs(0).shape(2) == 512,
+                 what + ": output o metadata");
+  std::vector<char> o, lse;
+  if (inline_small) {
+    o.assign(resp.raw_output_contents(0).begin(), resp.raw_output_contents(0).end());
+    if (outputs == 2) lse.assign(resp.raw_output_contents(1).begin(), resp.raw_output_contents(1).end());
+  } else {
+    for (const auto& raw : resp.raw_output_contents()) KJIT_E2E_CHECK(raw.empty(), what + ": raw bytes for a region output");
+    KJIT_ASSIGN_OR_RETURN(o, ReadDevice(a.out->base() + l.o_offset, l.o_bytes));
+    if (outputs == 2) {
+      KJIT_ASSIGN_OR_RETURN(lse, ReadDevice(a.out->base() + l.lse_offset, l.lse_bytes));
+    }
+  }
+  KJIT_E2E_CHECK(o.size() == l.o_bytes, what + ": o size");
+  KJIT_ASSIGN_OR_RETURN(InProcessResult mine,
+                        RunInProcess(model, *x->loaded, x->info, l, a.in->base(), x->stream->get()));
+  KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), l.o_bytes) == 0, what + ": o differs from the in-process launch");
+  if (outputs == 2) {
+    KJIT_E2E_CHECK(lse.size() == l.lse_bytes && std::memcmp(lse.data(), mine.lse.data(), l.lse_bytes) == 0,
+                   what + ": lse differs from the in-process launch");
+  }
+  std::vector<uint16_t> o_bits(l.o_bytes / 2);
+  std::memcpy(o_bits.data(), o.data(), l.o_bytes);
+  const reference::Comparison cmp = reference::Compare(c, reference::Reference(c), o_bits, mine.lse);
+  KJIT_E2E_CHECK(cmp.ok(), what + ": against the float64 reference: " + cmp.Describe());
+  std::printf("PASS %s (rel frob %.2e)\n", what.c_str(), cmp.rel_frobenius);
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+}  // namespace kjit::e2e

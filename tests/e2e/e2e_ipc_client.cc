@@ -1,0 +1,188 @@
+// e2e_ipc_client: a second process using kjitd the way an inference worker does (CUDA buffers
+// shared by IPC handle, launches through ModelInfer), checked bit for bit against in-process
+// launches of the same cubins and against the float64 reference.
+//   e2e_ipc_client --target unix:///path [--mode sync|async|victim|after-kill|demo] [--device N]
+// sync:       every case, both models, region and inline variants; kv_indices >= S is reported.
+// async:      kjit_wait_event / kjit_signal_event with IPC events; no host synchronization between
+//             producing q, the daemon's launch and consuming o.
+// victim:     registers regions and an event under a session, prints "ready", launches until killed.
+// after-kill: the victim's regions and event are gone and the daemon still serves correct launches.
+// demo:       one launch, one line.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "tests/e2e/e2e_client.h"
+
+namespace kjit::e2e {
+namespace {
+
+constexpr size_t kInBytes = 256u << 20, kOutBytes = 64u << 20;
+
+Status RunSync(Client* x) {
+  KJIT_RETURN_IF_ERROR(OpenSession(x, "e2e_ipc_client sync"));
+  KJIT_ASSIGN_OR_RETURN(Arenas a, MakeArenas(x, kInBytes, kOutBytes));
+  for (const auto& spec : Cases()) {
+    const reference::MlaCase c = reference::MakeCase(spec);
+    KJIT_ASSIGN_OR_RETURN(CaseLayout l, UploadCase(c, a.in.get(), a.out.get()));
+    for (const char* model : {"mla_verify", "mla_verify_naive"}) {
+      for (bool inline_small : {false, true}) KJIT_RETURN_IF_ERROR(CheckCase(x, a, c, l, model, inline_small));
+    }
+  }
+  // A slot index >= S: the kernel never reads it and the daemon reports the error word.
+  reference::MlaCase c = reference::MakeCase(Cases()[0]);
+  c.kv_indices[3] = static_cast<int64_t>(c.kv_cache.size() / kernels::kMlaKDim);
+  KJIT_ASSIGN_OR_RETURN(CaseLayout l, UploadCase(c, a.in.get(), a.out.get()));
+  inference::ModelInferResponse resp;
+  const grpc::Status s =
+      Call(x, InferRequest("mla_verify", c, l, x->prefix + "-in", x->prefix + "-out", x->device, false), &resp);
+  KJIT_E2E_CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+                     s.error_message().find("kv_indices") != std::string::npos,
+                 absl::StrCat("kv_indices >= S gave code ", s.error_code(), ": ", s.error_message()));
+  std::printf("PASS kv_indices >= S -> INVALID_ARGUMENT\n");
+  return absl::OkStatus();
+}
+
+Status RunAsync(Client* x) {
+  KJIT_RETURN_IF_ERROR(OpenSession(x, "e2e_ipc_client async"));
+  KJIT_ASSIGN_OR_RETURN(Arenas a, MakeArenas(x, kInBytes, kOutBytes));
+  KJIT_ASSIGN_OR_RETURN(driver::Event ready, driver::Event::Create(CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+  KJIT_ASSIGN_OR_RETURN(driver::Event done, driver::Event::Create(CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+  KJIT_RETURN_IF_ERROR(RegisterEvent(x, x->prefix + "-ready", ready.get()));
+  KJIT_RETURN_IF_ERROR(RegisterEvent(x, x->prefix + "-done", done.get()));
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  const reference::CaseSpec spec = Cases()[0];
+  const reference::MlaCase base = reference::MakeCase(spec);
+  KJIT_ASSIGN_OR_RETURN(CaseLayout l, UploadCase(base, a.in.get(), a.out.get()));
+  const CUstream cs = x->stream->get();
+  for (int iter = 0; iter < 10; ++iter) {
+    reference::CaseSpec other = spec;
+    other.seed = 100 + iter;
+    reference::MlaCase c = base;
+    c.q = reference::MakeCase(other).q;  // a new q each time: a launch that did not wait reads a stale one
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyHtoDAsync(a.in->base() + l.input_offsets[0], c.q.data(),
+                                                              c.q.size() * 2, cs), "produce q"));
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8Async(a.out->base() + l.o_offset, 0xFF, l.o_bytes, cs), "poison o"));
+    KJIT_RETURN_IF_ERROR(ready.Record(cs));
+    inference::ModelInferRequest req = InferRequest("mla_verify", c, l, x->prefix + "-in", x->prefix + "-out", x->device, false);
+    (*req.mutable_parameters())["kjit_wait_event"].set_string_param(x->prefix + "-ready");
+    (*req.mutable_parameters())["kjit_signal_event"].set_string_param(x->prefix + "-done");
+    inference::ModelInferResponse resp;
+    const grpc::Status s = Call(x, req, &resp);
+    KJIT_E2E_CHECK(s.ok(), "async ModelInfer: " + s.error_message());
+    KJIT_E2E_CHECK(resp.raw_output_contents_size() == resp.outputs_size(), "one raw entry per output");
+    std::vector<uint16_t> o(l.o_bytes / 2);
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the daemon"));
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoHAsync(o.data(), a.out->base() + l.o_offset, l.o_bytes, cs), "read o"));
+    KJIT_RETURN_IF_ERROR(x->stream->Synchronize());
+    KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess("mla_verify", *x->loaded, x->info, l, a.in->base(), cs));
+    KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), l.o_bytes) == 0,
+                   absl::StrCat("async iteration ", iter, ": o differs from the in-process launch"));
+  }
+  std::printf("PASS async: 10 launches ordered by IPC events, bitwise equal to in-process\n");
+  // Asynchronous launches need every output in a CUDA region; an unknown event is NOT_FOUND.
+  inference::ModelInferRequest bad = InferRequest("mla_verify", base, l, x->prefix + "-in", x->prefix + "-out", x->device, true);
+  (*bad.mutable_parameters())["kjit_signal_event"].set_string_param(x->prefix + "-done");
+  inference::ModelInferResponse resp;
+  KJIT_E2E_CHECK(Call(x, bad, &resp).error_code() == grpc::StatusCode::INVALID_ARGUMENT, "async with inline output");
+  inference::ModelInferRequest unknown = InferRequest("mla_verify", base, l, x->prefix + "-in", x->prefix + "-out", x->device, false);
+  (*unknown.mutable_parameters())["kjit_wait_event"].set_string_param("no-such-event");
+  KJIT_E2E_CHECK(Call(x, unknown, &resp).error_code() == grpc::StatusCode::NOT_FOUND, "unknown event");
+  std::printf("PASS async error codes\n");
+  return absl::OkStatus();
+}
+
+Status RunVictim(Client* x) {
+  x->prefix = "victim";
+  KJIT_RETURN_IF_ERROR(OpenSession(x, "e2e_ipc_client victim"));
+  KJIT_ASSIGN_OR_RETURN(Arenas a, MakeArenas(x, kInBytes, kOutBytes));
+  KJIT_ASSIGN_OR_RETURN(driver::Event ev, driver::Event::Create(CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+  KJIT_RETURN_IF_ERROR(RegisterEvent(x, "victim-ev", ev.get()));
+  const reference::MlaCase c = reference::MakeCase(Cases()[1]);
+  KJIT_ASSIGN_OR_RETURN(CaseLayout l, UploadCase(c, a.in.get(), a.out.get()));
+  const inference::ModelInferRequest req = InferRequest("mla_verify", c, l, "victim-in", "victim-out", x->device, false);
+  std::printf("ready\n");
+  std::fflush(stdout);
+  for (;;) {  // until kill -9
+    inference::ModelInferResponse resp;
+    const grpc::Status s = Call(x, req, &resp);
+    KJIT_E2E_CHECK(s.ok(), "victim launch: " + s.error_message());
+  }
+}
+
+Status RunAfterKill(Client* x) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  bool gone = false;
+  while (!gone && std::chrono::steady_clock::now() < give_up) {
+    gone = true;
+    for (const char* name : {"victim-in", "victim-out"}) {
+      grpc::ClientContext ctx;
+      inference::CudaSharedMemoryStatusRequest req;
+      req.set_name(name);
+      inference::CudaSharedMemoryStatusResponse resp;
+      gone &= x->infer->CudaSharedMemoryStatus(&ctx, req, &resp).error_code() == grpc::StatusCode::NOT_FOUND;
+    }
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  KJIT_E2E_CHECK(gone, "the killed client's regions are still registered");
+  // Its event name is free again: registering our own under it succeeds.
+  KJIT_ASSIGN_OR_RETURN(driver::Event ev, driver::Event::Create(CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+  KJIT_RETURN_IF_ERROR(OpenSession(x, "e2e_ipc_client after-kill"));
+  KJIT_RETURN_IF_ERROR(RegisterEvent(x, "victim-ev", ev.get()));
+  x->prefix = "after";
+  KJIT_ASSIGN_OR_RETURN(Arenas a, MakeArenas(x, kInBytes, kOutBytes));
+  const reference::MlaCase c = reference::MakeCase(Cases()[0]);
+  KJIT_ASSIGN_OR_RETURN(CaseLayout l, UploadCase(c, a.in.get(), a.out.get()));
+  KJIT_RETURN_IF_ERROR(CheckCase(x, a, c, l, "mla_verify", false));
+  std::printf("PASS after kill -9: regions and event released, daemon serving\n");
+  return absl::OkStatus();
+}
+
+Status RunDemo(Client* x) {
+  x->prefix = "demo";
+  KJIT_RETURN_IF_ERROR(OpenSession(x, "kjit demo"));
+  KJIT_ASSIGN_OR_RETURN(Arenas a, MakeArenas(x, kInBytes, kOutBytes));
+  const reference::MlaCase c = reference::MakeCase(Cases()[0]);
+  KJIT_ASSIGN_OR_RETURN(CaseLayout l, UploadCase(c, a.in.get(), a.out.get()));
+  return CheckCase(x, a, c, l, "mla_verify", false);
+}
+
+}  // namespace
+}  // namespace kjit::e2e
+
+int main(int argc, char** argv) {
+  std::string target, mode = "sync";
+  int device = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--target") target = argv[i + 1];
+    else if (flag == "--mode") mode = argv[i + 1];
+    else if (flag == "--device") device = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: e2e_ipc_client --target T [--mode sync|async|victim|after-kill|demo] [--device N]\n");
+      return 2;
+    }
+  }
+  if (target.empty()) {
+    std::fprintf(stderr, "e2e_ipc_client: --target is required (e.g. unix:///run/kjit/kjitd.sock)\n");
+    return 2;
+  }
+  kjit::e2e::Client x;
+  kjit::Status s = kjit::e2e::Connect(&x, target, device);
+  if (s.ok()) {
+    if (mode == "sync") s = kjit::e2e::RunSync(&x);
+    else if (mode == "async") s = kjit::e2e::RunAsync(&x);
+    else if (mode == "victim") s = kjit::e2e::RunVictim(&x);
+    else if (mode == "after-kill") s = kjit::e2e::RunAfterKill(&x);
+    else if (mode == "demo") s = kjit::e2e::RunDemo(&x);
+    else s = absl::InvalidArgumentError("unknown mode " + mode);
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "e2e_ipc_client %s: FAIL: %s\n", mode.c_str(), s.ToString().c_str());
+    return 1;
+  }
+  std::printf("e2e_ipc_client %s: OK\n", mode.c_str());
+  return 0;
+}

@@ -1,0 +1,62 @@
+#!/bin/bash
+# e2e_daemon.sh OUTDIR: kjitd and client processes on the GPU machine (run by run-suite.sh, which
+# gives OUTDIR; everything is printed to stdout, which the suite keeps in suite.log).
+#   1. start kjitd from the bundle on a temporary socket (the suite's KJIT_CACHE_DIR is warm by now)
+#   2. e2e_ipc_client sync and async: CUDA IPC regions, ModelInfer, bitwise equal to in-process
+#   3. a client killed with SIGKILL in the middle of launches: its regions and event are released,
+#      the daemon stays healthy and serves the next client correctly
+#   4. SIGTERM: the daemon exits 0
+set -u
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bin=${KJIT_DEVPACK:-$root/.devpack}/bin
+dir=$(mktemp -d /tmp/kjit-e2e-XXXXXX)
+sock=$dir/kjitd.sock
+target=unix://$sock
+fail=0
+
+"$bin/kjitd" --socket "$sock" --log-level info >"$dir/kjitd.log" 2>&1 &
+daemon=$!
+for _ in $(seq 1 2400); do  # up to 240 s: a cold cache compiles the catalog first
+  grep -q "kjitd info: ready" "$dir/kjitd.log" 2>/dev/null && break
+  kill -0 $daemon 2>/dev/null || break
+  sleep 0.1
+done
+if ! grep -q "kjitd info: ready" "$dir/kjitd.log"; then
+  echo "FAIL: kjitd did not become ready"; cat "$dir/kjitd.log"; kill -9 $daemon 2>/dev/null; exit 1
+fi
+
+step() {  # step NAME COMMAND...
+  local name=$1; shift
+  echo "== $name: $*"
+  if "$@"; then echo "== $name: ok"; else echo "== $name: FAIL (rc $?)"; fail=1; fi
+}
+step sync "$bin/e2e_ipc_client" --target "$target" --mode sync
+step async "$bin/e2e_ipc_client" --target "$target" --mode async
+
+echo "== kill -9 of a client in the middle of launches"
+"$bin/e2e_ipc_client" --target "$target" --mode victim >"$dir/victim.out" 2>&1 &
+victim=$!
+for _ in $(seq 1 600); do
+  grep -q '^ready' "$dir/victim.out" 2>/dev/null && break
+  kill -0 $victim 2>/dev/null || break
+  sleep 0.1
+done
+if grep -q '^ready' "$dir/victim.out"; then
+  sleep 1  # let it launch for a while
+  kill -9 $victim
+  wait $victim 2>/dev/null
+  step after-kill "$bin/e2e_ipc_client" --target "$target" --mode after-kill
+else
+  echo "FAIL: the victim client never got ready"; cat "$dir/victim.out"; kill -9 $victim 2>/dev/null; fail=1
+fi
+if ! kill -0 $daemon 2>/dev/null; then echo "FAIL: kjitd died"; fail=1; fi
+
+kill -TERM $daemon
+wait $daemon
+rc=$?
+[ $rc -eq 0 ] || { echo "FAIL: kjitd exited $rc after SIGTERM"; fail=1; }
+[ -e "$sock" ] && { echo "FAIL: socket left behind"; fail=1; }
+echo "== kjitd log"; cat "$dir/kjitd.log"
+rm -rf "$dir"
+[ $fail -eq 0 ] && echo "e2e_daemon: OK" || echo "e2e_daemon: FAIL"
+exit $fail
