@@ -46,14 +46,25 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   const float4* src = reinterpret_cast<const float4*>(p.part_o + (first * p.rows_cap + row) * kVDim) + c4;
   const long long state_stride = static_cast<long long>(p.rows_cap) * (kVDim / 4);  // in float4
-#pragma unroll 4
-  for (int s = slice; s < states; s += kCombineSlices) {
-    const float w = weights[s];  // 0 for an empty state, whose O the split kernel zeroed
-    const float4 v = src[s * state_stride];
-    acc.x += w * v.x;
-    acc.y += w * v.y;
-    acc.z += w * v.z;
-    acc.w += w * v.w;
+  // Batches of kBatch states: all loads of a batch are issued before any is used.
+  constexpr int kBatch = 8;
+  for (int s0 = slice; s0 < states; s0 += kBatch * kCombineSlices) {
+    float4 v[kBatch];
+    float w[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int s = s0 + i * kCombineSlices;
+      const int sc = s < states ? s : states - 1;  // in range, so the loads need no branches
+      w[i] = s < states ? weights[sc] : 0.f;  // 0 for an empty state, whose O the split kernel zeroed
+      v[i] = src[sc * state_stride];
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      acc.x += w[i] * v[i].x;
+      acc.y += w[i] * v[i].y;
+      acc.z += w[i] * v[i].z;
+      acc.w += w[i] * v[i].w;
+    }
   }
   if (slice > 0) slice_acc[slice - 1][c4] = acc;
   __syncthreads();
