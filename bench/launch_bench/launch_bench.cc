@@ -1,0 +1,197 @@
+// launch_bench [--out FILE.md] [--kjitd PATH] [--iters N] [--device N]
+// Launch overhead of the three ways to run a kernel, for a tiny mla_verify problem (B = 1, D = 1,
+// H = 8, P = 64: the kernel itself takes a few microseconds):
+//   in-process      plan once; per call: cuLaunchKernel(s) + cuStreamSynchronize
+//   ModelInfer      synchronous round trip through kjitd (validation, launch, stream sync, reply)
+//                   over the Unix socket and over TCP (127.0.0.1), tensors in CUDA IPC regions;
+//                   and over the Unix socket with the small tensors inline (staged by the daemon)
+// Starts its own kjitd (default: next to this binary) on a temporary socket and a free TCP port,
+// with the environment's KJIT_CACHE_DIR. Reports p50 / p99 / mean of host wall time per call after a
+// warm-up. Target (PROTOCOL.md): ModelInfer p50 <= 40 us over the Unix socket on the H200 machine.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/kernels/mla_verify_launch.h"
+#include "runtime/kernels/mla_verify_plan.h"
+#include "tests/e2e/e2e_client.h"
+
+namespace kjit::e2e {
+namespace {
+
+struct Row {
+  std::string path;
+  double p50 = 0, p99 = 0, mean = 0;
+  int iters = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+
+StatusOr<Row> Measure(const std::string& path, int warmup, int iters, const std::function<Status()>& once) {
+  for (int i = 0; i < warmup; ++i) KJIT_RETURN_IF_ERROR(once());
+  std::vector<double> us(iters);
+  for (int i = 0; i < iters; ++i) {
+    const auto t0 = Clock::now();
+    KJIT_RETURN_IF_ERROR(once());
+    us[i] = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  }
+  Row r{path, 0, 0, 0, iters};
+  for (double v : us) r.mean += v / iters;
+  std::sort(us.begin(), us.end());
+  r.p50 = us[iters / 2];
+  r.p99 = us[std::min(iters - 1, iters * 99 / 100)];
+  return r;
+}
+
+int FreeTcpPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, std::string* gpu) {
+  char tmpl[] = "/tmp/kjit-launch-bench-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp");
+  const std::string sock = std::string(tmpl) + "/kjitd.sock";
+  const int port = FreeTcpPort();
+  const std::string tcp = "127.0.0.1:" + std::to_string(port);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl(kjitd.c_str(), kjitd.c_str(), "--socket", sock.c_str(), "--listen", tcp.c_str(), "--log-level", "warn",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  struct Stop {
+    pid_t pid;
+    std::string dir;
+    ~Stop() {
+      kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } stop{pid, tmpl};
+  for (int i = 0; i < 3000 && !std::filesystem::exists(sock); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  Client x;
+  KJIT_RETURN_IF_ERROR(Connect(&x, "unix://" + sock, device));  // waits for startup, loads GetKernel cubins
+  *gpu = x.info.name + " (" + x.info.arch + ")";
+  x.prefix = "bench";
+  KJIT_RETURN_IF_ERROR(OpenSession(&x, "launch_bench"));
+  KJIT_ASSIGN_OR_RETURN(Arenas a, MakeArenas(&x, 16u << 20, 4u << 20));
+  reference::CaseSpec spec;
+  spec.seed = 7;
+  spec.num_heads = 8;
+  spec.prefix_lens = {64};
+  spec.draft_lens = {1};
+  spec.write_lse = false;
+  const reference::MlaCase c = reference::MakeCase(spec);
+  KJIT_ASSIGN_OR_RETURN(CaseLayout l, UploadCase(c, a.in.get(), a.out.get()));
+  const auto regions = InferRequest("mla_verify", c, l, "bench-in", "bench-out", device, false);
+  const auto inline_small = InferRequest("mla_verify", c, l, "bench-in", "bench-out", device, true);
+
+  auto tcp_channel = e2e::Connect(tcp);
+  auto tcp_stub = inference::GRPCInferenceService::NewStub(tcp_channel);
+  auto infer = [&](inference::GRPCInferenceService::Stub* stub, const inference::ModelInferRequest& req) {
+    return [stub, &req]() -> Status {
+      grpc::ClientContext ctx;
+      inference::ModelInferResponse resp;
+      const grpc::Status s = stub->ModelInfer(&ctx, req, &resp);
+      if (!s.ok()) return absl::InternalError("ModelInfer: " + s.error_message());
+      return absl::OkStatus();
+    };
+  };
+
+  // In-process: same kernel, plan and buffers made once.
+  KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, kernels::PlanMlaVerify(l.problem, x.info));
+  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer ws, driver::DeviceBuffer::Alloc(
+                                                     std::max(plan.workspace_bytes, plan.error_word_offset + 4)));
+  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer o, driver::DeviceBuffer::Alloc(l.o_bytes));
+  kernels::MlaVerifyBuffers b;
+  auto at = [&](size_t i) { return a.in->base() + l.input_offsets[i]; };
+  b.q = at(0), b.k_extend = at(1), b.kv_cache = at(2), b.qo_indptr = at(3), b.kv_indptr = at(4);
+  b.kv_indices = at(5), b.mask = at(6), b.mask_indptr = at(7), b.o = o.get(), b.workspace = ws.get();
+  auto in_process = [&]() -> Status {
+    KJIT_RETURN_IF_ERROR(kernels::LaunchMlaVerify(*x.loaded, plan, l.problem, b, x.stream->get()));
+    return x.stream->Synchronize();
+  };
+
+  std::vector<Row> rows;
+  const int warmup = std::max(50, iters / 10);
+  for (auto& [name, fn] : std::vector<std::pair<std::string, std::function<Status()>>>{
+           {"in-process launch + stream sync", in_process},
+           {"ModelInfer, Unix socket, CUDA regions", infer(x.infer.get(), regions)},
+           {"ModelInfer, TCP 127.0.0.1, CUDA regions", infer(tcp_stub.get(), regions)},
+           {"ModelInfer, Unix socket, small tensors inline", infer(x.infer.get(), inline_small)}}) {
+    KJIT_ASSIGN_OR_RETURN(Row r, Measure(name, warmup, iters, fn));
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace
+}  // namespace kjit::e2e
+
+int main(int argc, char** argv) {
+  std::string out, kjitd = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kjitd";
+  int iters = 5000, device = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string f = argv[i];
+    if (f == "--out") out = argv[i + 1];
+    else if (f == "--kjitd") kjitd = argv[i + 1];
+    else if (f == "--iters") iters = std::max(10, std::atoi(argv[i + 1]));
+    else if (f == "--device") device = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: launch_bench [--out FILE.md] [--kjitd PATH] [--iters N] [--device N]\n");
+      return 2;
+    }
+  }
+  std::string gpu;
+  auto rows = kjit::e2e::Run(kjitd, iters, device, &gpu);
+  if (!rows.ok()) {
+    std::fprintf(stderr, "launch_bench: %s\n", rows.status().ToString().c_str());
+    return 1;
+  }
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  std::string md = std::string("# launch_bench\n\n") + date + ", " + gpu +
+                   ". mla_verify B=1 D=1 H=8 P=64 (sync). Host wall time per call, " + std::to_string(iters) +
+                   " calls after warm-up.\n\n| path | p50 us | p99 us | mean us |\n|---|---|---|---|\n";
+  for (const auto& r : *rows) {
+    char line[256];
+    std::snprintf(line, sizeof(line), "| %s | %.1f | %.1f | %.1f |\n", r.path.c_str(), r.p50, r.p99, r.mean);
+    md += line;
+  }
+  const double unix_p50 = (*rows)[1].p50;
+  char verdict[160];
+  std::snprintf(verdict, sizeof(verdict), "\nTarget ModelInfer p50 <= 40 us over the Unix socket: %.1f us (%s).\n",
+                unix_p50, unix_p50 <= 40 ? "met" : "NOT met");
+  md += verdict;
+  std::fputs(md.c_str(), stdout);
+  if (!out.empty()) std::ofstream(out) << md;
+  return 0;
+}
