@@ -1,3 +1,4 @@
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,6 +39,13 @@ StatusOr<kernels::CompiledKernel> Daemon::FindCompiled(const std::string& family
     return absl::NotFoundError(absl::StrCat("no compiled kernel ", family, "/", spec, " for ", arch));
   }
   return it->second;
+}
+
+void Daemon::MarkPoisoned(const std::string& why) {
+  if (poisoned.exchange(true)) return;
+  ready = false;
+  Log(LogLevel::kError, absl::StrCat("CUDA context unusable (", why, "): stopping to be restarted"));
+  kill(getpid(), SIGTERM);  // the main thread's sigwait turns this into an orderly, non-zero exit
 }
 
 StatusOr<DeviceRuntime*> Daemon::Device(int64_t ordinal) {

@@ -26,6 +26,11 @@ struct Daemon {
   ipc::RegionRegistry regions;
   SessionTable sessions;
   std::atomic<bool> ready{false};
+  // Set when a launch left a CUDA context unusable (sticky error such as an illegal address): the
+  // daemon stops accepting work and exits non-zero so that its supervisor restarts it (the cubin
+  // cache on disk stays valid). In-flight requests fail with the CUDA error.
+  std::atomic<bool> poisoned{false};
+  void MarkPoisoned(const std::string& why);
 
   // Compiled cubins by "family/specialization/arch" (startup and Compile calls).
   std::mutex compiled_mu;

@@ -39,7 +39,17 @@ Status Infer(Daemon* d, const inference::ModelInferRequest& req, inference::Mode
   resp->set_model_name(p.model->name);
   resp->set_model_version(kModelVersion);
   resp->set_id(req.id());
-  return RunInfer(d, dev, &p, resp, compute_ns);
+  Status s = RunInfer(d, dev, &p, resp, compute_ns);
+  if (s.code() == absl::StatusCode::kInternal) {  // how driver::Check reports launch failures
+    // A sticky CUDA error poisons the context: every later call fails the same way.
+    auto api = driver::Get();
+    std::lock_guard<std::mutex> lock(dev->mu());
+    if (api.ok() && dev->context().MakeCurrent().ok()) {
+      const CUresult r = (*api)->cuCtxSynchronize();
+      if (r != CUDA_SUCCESS) d->MarkPoisoned(std::string(driver::Check(r, "cuCtxSynchronize").message()));
+    }
+  }
+  return s;
 }
 
 }  // namespace

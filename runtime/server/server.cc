@@ -84,6 +84,7 @@ Status RunDaemon(const Flags& flags) {
     dev->Reap();
   }
   unlink(flags.socket.c_str());
+  if (d.poisoned) return absl::InternalError("stopped after a CUDA error made a GPU context unusable");
   Log(LogLevel::kInfo, "stopped");
   return absl::OkStatus();
 }
