@@ -49,6 +49,9 @@ void Daemon::MarkPoisoned(const std::string& why) {
 }
 
 StatusOr<DeviceRuntime*> Daemon::Device(int64_t ordinal) {
+  if (!ready.load()) {  // devices is written by startup until ready is set
+    return absl::UnavailableError(poisoned.load() ? "stopping after a CUDA error" : "starting: kernels not loaded yet");
+  }
   if (devices.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "kjitd runs compile-only (", compile_only_reason, "): no GPU to launch on"));

@@ -1,5 +1,6 @@
 #include "runtime/server/infer_launch.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -10,7 +11,8 @@ namespace {
 
 using Kind = TensorSource::Kind;
 constexpr size_t kAlign = 256;
-size_t AlignUp(size_t x) { return (x + kAlign - 1) & ~(kAlign - 1); }
+// Every staged tensor gets its own nonzero address, empty ones included.
+size_t AlignUp(size_t x) { return (std::max<size_t>(x, 1) + kAlign - 1) & ~(kAlign - 1); }
 
 const uint8_t* HostPtr(const TensorSource& s) {
   return s.kind == Kind::kInline ? s.host : s.region->system->data() + s.offset;

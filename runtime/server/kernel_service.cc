@@ -53,6 +53,7 @@ grpc::Status KernelService::ListKernels(grpc::ServerContext*, const v1::ListKern
                                         v1::ListKernelsResponse* resp) {
   auto specs = SelectSpecs(req->family(), {});
   if (!specs.ok()) return ToGrpc(specs.status());
+  if (!d_->ready.load()) return ToGrpc(absl::UnavailableError("starting: kernels not loaded yet"));
   std::lock_guard<std::mutex> lock(d_->compiled_mu);
   for (const auto& s : *specs) {
     auto* k = resp->add_kernels();
@@ -74,6 +75,7 @@ grpc::Status KernelService::Compile(grpc::ServerContext*, const v1::CompileReque
                                     grpc::ServerWriter<v1::CompileProgress>* writer) {
   auto specs = SelectSpecs(req->family(), {req->specializations().begin(), req->specializations().end()});
   if (!specs.ok()) return ToGrpc(specs.status());
+  if (!d_->ready.load()) return ToGrpc(absl::UnavailableError("starting: kernels not loaded yet"));
   std::vector<std::string> archs(req->archs().begin(), req->archs().end());
   if (archs.empty()) {
     for (const auto& dev : d_->devices) archs.push_back(dev->info().arch);

@@ -23,6 +23,13 @@ Status Infer(Daemon* d, const inference::ModelInferRequest& req, inference::Mode
   if (cuda_indptr) {
     KJIT_ASSIGN_OR_RETURN(dev, d->Device(p.device));
     KJIT_RETURN_IF_ERROR(dev->context().MakeCurrent());
+    if (!p.wait_event.empty()) {
+      // The client may still be producing them on its stream: validating device-resident index
+      // pointers waits for its event on the host (inline ones keep the path free of host waits).
+      KJIT_ASSIGN_OR_RETURN(auto ev, d->regions.FindEvent(p.wait_event));
+      KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+      KJIT_RETURN_IF_ERROR(driver::Check(api->cuEventSynchronize(ev->event->get()), "waiting for kjit_wait_event"));
+    }
   }
   KJIT_RETURN_IF_ERROR(CheckIndptrs(&p));
   KJIT_ASSIGN_OR_RETURN(dev, d->Device(p.device));
