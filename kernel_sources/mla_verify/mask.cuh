@@ -34,15 +34,20 @@ struct TreeMask {
     }
   }
 
+  // Branch-free: the load address is clamped into the mask and the result masked, so a caller
+  // can issue all of a tile's loads back to back (they overlap the tile's Q.K^T).
   __device__ __forceinline__ bool Allowed(const MlaVerifyParams& p, int r, int c, int draft) const {
-    if (!ok || c >= draft || r >= draft) return false;
-    if (p.is_causal && c > r) return false;
+    const bool in_tree = ok && c < draft && r < draft && !(p.is_causal && c > r);
     if (kPacked) {
-      const unsigned* words = static_cast<const unsigned*>(p.mask);
-      return (words[base + r * row_pitch + (c >> 5)] >> (c & 31)) & 1u;
+      long long i = base + r * row_pitch + (c >> 5);
+      i = i < 0 ? 0 : (i >= p.mask_len ? p.mask_len - 1 : i);
+      const unsigned w = p.mask_len > 0 ? static_cast<const unsigned*>(p.mask)[i] : 0u;
+      return in_tree && ((w >> (c & 31)) & 1u);
     }
-    const unsigned char* bytes = static_cast<const unsigned char*>(p.mask);
-    return bytes[base + r * row_pitch + c] != 0;
+    long long i = base + r * row_pitch + c;
+    i = i < 0 ? 0 : (i >= p.mask_len ? p.mask_len - 1 : i);
+    const unsigned char v = p.mask_len > 0 ? static_cast<const unsigned char*>(p.mask)[i] : 0;
+    return in_tree && v != 0;
   }
 };
 

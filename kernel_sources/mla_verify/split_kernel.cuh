@@ -148,15 +148,31 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   for (int t = 0; t < num_tiles; ++t) {
     CpAsyncWait<0>();
     __syncthreads();  // tile t visible to all; every warp is done with tile t-1's stage
-#ifndef KJIT_MLA_EXPERIMENT
-#define KJIT_MLA_EXPERIMENT 0
-#endif
-    if (t + 1 < num_tiles && KJIT_MLA_EXPERIMENT != 3) gather(t + 1);
+    if (t + 1 < num_tiles) gather(t + 1);
     CpAsyncCommit();
     const bool stage_next = tid < kTile && t + 2 < num_tiles;
     const long long raw_next = stage_next ? load_raw(t + 2, tid) : kPastEnd;  // used after the tile
 
     const unsigned kv_addr = SmemAddr(sm.kv[t & 1]);
+    // Tree part: the mask bits of this thread's S elements, loaded before Q.K^T so their latency
+    // hides behind it (bit (mt * 2 + h) * 2 * kQkNTiles + nt * 2 + j).
+    unsigned tree_bits = ~0u;
+    if (tree) {
+      tree_bits = 0;
+#pragma unroll
+      for (int mt = 0; mt < Cfg::kMTiles; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int nt = 0; nt < Cfg::kQkNTiles; ++nt)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              const int rg = m0 + warp_row0 + mt * 16 + h * 8 + (lane >> 2);
+              const int col = cg * Cfg::kQkCols + nt * 8 + (lane & 3) * 2 + j;
+              const bool ok = rg < rows_b && mask.Allowed(p, rg / kHeads, t * kTile + col, rq.draft);
+              tree_bits |= (ok ? 1u : 0u) << (((mt * 2 + h) * Cfg::kQkNTiles + nt) * 2 + j);
+            }
+    }
     // ---- S = Q.K^T over the warp's kQkCols KV columns.
     float s[Cfg::kMTiles][Cfg::kQkNTiles][4];
 #pragma unroll
@@ -188,7 +204,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
       }
     };
     // Software pipeline: the next k-step's fragments are requested before this step's mma.
-    if (KJIT_MLA_EXPERIMENT != 1) {
+    {
       constexpr int kSteps = kKDim / 16;
       static_assert(kSteps % 2 == 0, "k-steps go in pairs");
       unsigned a0[Cfg::kMTiles][4], b0[4], a1[Cfg::kMTiles][4], b1[4];
@@ -215,11 +231,8 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
             const int col = cg * Cfg::kQkCols + nt * 8 + (lane & 3) * 2 + j;
-            bool valid = idx_t[col] >= 0;
-            if (tree && valid) {
-              const int rg = m0 + row;
-              valid = rg < rows_b && mask.Allowed(p, rg / kHeads, t * kTile + col, rq.draft);
-            }
+            const bool valid =
+                idx_t[col] >= 0 && ((tree_bits >> (((mt * 2 + h) * Cfg::kQkNTiles + nt) * 2 + j)) & 1u);
             const float v = valid ? s[mt][nt][h * 2 + j] * scale : NegInf();
             s[mt][nt][h * 2 + j] = v;
             mx = fmaxf(mx, v);
@@ -279,7 +292,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
 
     // ---- O += P.V over the warp's 128 V columns (V = first 512 dims of the same tile).
 #pragma unroll 1
-    for (int kk = 0; kk < (KJIT_MLA_EXPERIMENT == 2 ? 0 : kTile / 16); ++kk) {
+    for (int kk = 0; kk < kTile / 16; ++kk) {
       unsigned a[Cfg::kMTiles][4];
 #pragma unroll
       for (int mt = 0; mt < Cfg::kMTiles; ++mt) LdMatrixX4(a[mt], p_lane + mt * 16 * 128 + (((2 * kk + (lane >> 4)) ^ (lane & 7)) << 4));
