@@ -82,6 +82,7 @@ grpc::Status InferenceService::ModelConfig(grpc::ServerContext*, const inference
     auto* in = c->add_input();
     in->set_name(t.name);
     in->set_data_type(ConfigType(t.datatype));
+    in->set_optional(t.optional);
     for (int64_t d : t.shape) in->add_dims(d);
   }
   for (const auto& t : (*model)->outputs) {

@@ -79,6 +79,8 @@ TEST_F(MetadataTest, ModelMetadataAndConfig) {
     EXPECT_EQ(cfg.config().backend(), "nvrtc");
     EXPECT_EQ(cfg.config().input(0).data_type(), inference::TYPE_BF16);
     EXPECT_EQ(cfg.config().input(3).data_type(), inference::TYPE_INT32);
+    EXPECT_FALSE(cfg.config().input(0).optional());
+    EXPECT_TRUE(cfg.config().input(6).optional());  // custom_mask (or packed_mask)
     EXPECT_EQ(cfg.config().output(0).dims_size(), 3);
   }
 }
