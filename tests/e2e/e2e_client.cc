@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 namespace kjit::e2e {
 namespace {
@@ -42,6 +43,15 @@ Status Connect(Client* x, const std::string& target, int device) {
                  "cannot connect to " + target);
   x->infer = inference::GRPCInferenceService::NewStub(x->channel);
   x->kernels = kjit::v1::KernelService::NewStub(x->channel);
+  // The socket answers while the daemon still compiles and loads: wait for ServerReady.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  for (;;) {
+    grpc::ClientContext ctx;
+    inference::ServerReadyResponse ready;
+    if (x->infer->ServerReady(&ctx, {}, &ready).ok() && ready.ready()) break;
+    KJIT_E2E_CHECK(std::chrono::steady_clock::now() < give_up, "kjitd not ready after 240 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   KJIT_ASSIGN_OR_RETURN(x->loaded, LoadKernelsFromDaemon(x->kernels.get(), x->info));
   return absl::OkStatus();
 }
