@@ -1,7 +1,7 @@
-// The combine kernel: one CTA per (query row, block of 128 output columns). The row's state weights
-// go to shared memory; then kCombineSlices warps (4 columns per lane) each accumulate every
-// kCombineSlices-th state, and the warps' sums are added in a fixed order: bitwise deterministic,
-// with every state's load in flight at once, so the merge runs at memory speed even for one request.
+// The combine kernel: one CTA per query row. The row's state weights go to shared memory; then
+// kCombineSlices slices of 128 threads (4 of the 512 output columns per thread) each accumulate
+// every kCombineSlices-th state, and the slices are added in a fixed order: bitwise deterministic,
+// with many independent loads in flight so the merge streams the workspace even for one request.
 #pragma once
 
 #include "common/bf16.cuh"
@@ -18,7 +18,7 @@ template <int kHeads>
 __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   __shared__ float weights[kCombineMaxStates];
   __shared__ float warp_max[kCombineThreads / 32];
-  __shared__ float4 slice_acc[kCombineSlices - 1][32];
+  __shared__ float4 slice_acc[kCombineSlices - 1][128];
   const int row = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
   const Request rq = LoadRequest(p, b);  // a bad request was reported by the split kernel
   if (!rq.ok || row >= rq.draft * kHeads) return;  // uniform over the CTA
@@ -42,12 +42,12 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   }
   __syncthreads();
 
-  const int slice = tid >> 5, c4 = blockIdx.z * 32 + (tid & 31);  // float4 column
+  const int slice = tid / 128, c4 = tid % 128;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   const float4* src = reinterpret_cast<const float4*>(p.part_o + (first * p.rows_cap + row) * kVDim) + c4;
   const long long state_stride = static_cast<long long>(p.rows_cap) * (kVDim / 4);  // in float4
   // Batches of kBatch states: all loads of a batch are issued before any is used.
-  constexpr int kBatch = 4;
+  constexpr int kBatch = 8;
   for (int s0 = slice; s0 < states; s0 += kBatch * kCombineSlices) {
     float4 v[kBatch];
     float w[kBatch];
@@ -66,12 +66,12 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
       acc.w += w[i] * v[i].w;
     }
   }
-  if (slice > 0) slice_acc[slice - 1][tid & 31] = acc;
+  if (slice > 0) slice_acc[slice - 1][c4] = acc;
   __syncthreads();
   if (slice > 0) return;
 #pragma unroll
   for (int i = 0; i < kCombineSlices - 1; ++i) {  // fixed order: bitwise deterministic
-    const float4 v = slice_acc[i][tid & 31];
+    const float4 v = slice_acc[i][c4];
     acc.x += v.x;
     acc.y += v.y;
     acc.z += v.z;
@@ -84,7 +84,7 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   unsigned short* dst = p.o + n * p.o_stride_n + h * p.o_stride_h + c4 * 4;
   *reinterpret_cast<uint2*>(dst) =
       make_uint2(PackBf16x2(acc.x * inv, acc.y * inv), PackBf16x2(acc.z * inv, acc.w * inv));
-  if (p.lse != nullptr && tid == 0 && blockIdx.z == 0) p.lse[n * kHeads + h] = merge.LseNatural();
+  if (p.lse != nullptr && c4 == 0) p.lse[n * kHeads + h] = merge.LseNatural();
 }
 
 }  // namespace mla

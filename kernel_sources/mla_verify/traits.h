@@ -78,12 +78,10 @@ struct TileFor<true> {
   using type = ConfigLarge;
 };
 
-// Combine: one CTA per (query row, 128-column block); kCombineSlices warps (4 output columns per
-// lane) each take every kCombineSlices-th state and are summed in slice order.
-constexpr int kCombineColBlocks = 4;
-constexpr int kCombineSlices = 16;
-constexpr int kCombineThreads = 32 * kCombineSlices;
-static_assert(kCombineColBlocks * 32 * 4 == kVDim, "a lane owns 4 columns of one block");
+// Combine: one CTA per query row; kCombineSlices groups of 128 threads (4 output columns each)
+// take every kCombineSlices-th state and are summed in slice order.
+constexpr int kCombineSlices = 4;
+constexpr int kCombineThreads = 128 * kCombineSlices;
 constexpr int kCombineMaxStates = 1024;  // num_splits + 1 (the plan enforces it)
 
 }  // namespace mla

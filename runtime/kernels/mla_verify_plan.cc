@@ -176,9 +176,8 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   plan.main.grid[2] = static_cast<unsigned>(p.batch);
   plan.main.block[0] = static_cast<unsigned>(tile.threads);
   plan.main.dynamic_smem = static_cast<unsigned>(tile.smem_bytes);
-  plan.combine.grid[0] = rows_cap;  // one CTA per (query row, column block)
+  plan.combine.grid[0] = rows_cap;  // one CTA per query row
   plan.combine.grid[1] = static_cast<unsigned>(p.batch);
-  plan.combine.grid[2] = mla::kCombineColBlocks;
   plan.combine.block[0] = mla::kCombineThreads;
   return plan;
 }
