@@ -73,7 +73,8 @@ std::vector<Shape> Shapes() {
 }
 
 Status Run(const Options& opt) {
-  std::string compile_report = "| spec | arch | kernel | regs | spill bytes | stack | compile ms |\n|---|---|---|---|---|---|---|\n";
+  std::string compile_report =
+      "| spec | arch | kernel | regs | spill bytes | stack | compile ms |\n|---|---|---|---|---|---|---|\n";
   if (opt.compile_only) {
     KJIT_RETURN_IF_ERROR(Compile({"sm_90", "sm_120"}, opt.define, &compile_report).status());
     std::printf("%s", compile_report.c_str());
@@ -126,7 +127,8 @@ Status Run(const Options& opt) {
     KJIT_ASSIGN_OR_RETURN(double ms, MedianMs(stream.get(), opt.reps, replay));
     uint32_t err = 0;
     KJIT_RETURN_IF_ERROR(ws.CopyToHost(&err, 4, plan.error_word_offset));
-    if (err != 0 && opt.define.empty()) return absl::InternalError(absl::StrCat(s.label, ": kernel raised error bits ", err));
+    if (err != 0 && opt.define.empty())
+      return absl::InternalError(absl::StrCat(s.label, ": kernel raised error bits ", err));
     const double floor_us = std::max(bytes / ceil.copy_bytes_per_s, flops / ceil.mma_flops_per_s) * 1e6;
     const std::string row = absl::StrFormat(
         "| %s | %d | %d | %d | %d | %d | %.1f | %.2f | %.1f | %.1f | %.1f | %.2f |\n", s.label, s.batch, s.heads,
@@ -165,7 +167,9 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--compile-only")) {
       opt.compile_only = true;
     } else {
-      std::fprintf(stderr, "usage: kernel_bench [--out FILE.md] [--reps N] [--splits N] [--only LABEL] [--define NAME=VALUE] [--compile-only]\n");
+      std::fprintf(stderr,
+                   "usage: kernel_bench [--out FILE.md] [--reps N] [--splits N] [--only LABEL] "
+                   "[--define NAME=VALUE] [--compile-only]\n");
       return 2;
     }
   }

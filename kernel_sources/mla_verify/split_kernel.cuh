@@ -295,7 +295,8 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
     for (int kk = 0; kk < kTile / 16; ++kk) {
       unsigned a[Cfg::kMTiles][4];
 #pragma unroll
-      for (int mt = 0; mt < Cfg::kMTiles; ++mt) LdMatrixX4(a[mt], p_lane + mt * 16 * 128 + (((2 * kk + (lane >> 4)) ^ (lane & 7)) << 4));
+      for (int mt = 0; mt < Cfg::kMTiles; ++mt)
+        LdMatrixX4(a[mt], p_lane + mt * 16 * 128 + (((2 * kk + (lane >> 4)) ^ (lane & 7)) << 4));
       auto load_v = [&](int np, unsigned (&bv)[4]) {
         LdMatrixX4Trans(bv, kv_addr + v_lane_off + kk * 16 * kRowBytes + (np / 4) * 128 + swz_a.x[np % 4]);
       };
