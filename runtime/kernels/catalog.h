@@ -21,9 +21,10 @@ struct Specialization {
   std::string prelude;       // text put before the entry source (constexpr/#define lines)
   std::vector<std::string> name_expressions;  // e.g. "kjit::mla_verify_split<8, false>"
   std::vector<std::string> extra_options;     // NVRTC options beyond the project defaults
-  // The most dynamic shared memory (bytes) the family's plan requests for one launch of this
-  // specialization's kernels on `arch` (e.g. "sm_90"); unset means none. The catalog test checks
-  // ptxas's static smem plus this against the arch's per-block limit.
+  // The most dynamic shared memory (bytes) the family's plan requests when it launches the main
+  // kernel, name_expressions[0], on `arch` (e.g. "sm_90"); the other kernels launch without any.
+  // Unset means none. The catalog test checks each kernel's static smem (ptxas) plus its dynamic
+  // smem against the arch's per-block limit.
   std::function<int(std::string_view arch)> max_dynamic_smem;
 };
 

@@ -100,8 +100,10 @@ StatusOr<nvrtc::CompileRequest> BuildRequest(const Specialization& spec, std::st
   KJIT_ASSIGN_OR_RETURN(std::string entry, KernelSource(spec.entry_source));
   nvrtc::CompileRequest req;
   req.arch = std::string(arch);
-  req.program_name = absl::StrCat(spec.family, "/", spec.name, ".prelude");
-  // The prelude keeps its own name in diagnostics; #line makes the entry's errors point at its file.
+  // The program name ends up in the cubin (internal symbol names), so it comes from what the cache
+  // key covers: the entry path is in the source through the #line that makes the entry's errors
+  // point at its file; errors in the prelude read "<entry>.prelude(line)".
+  req.program_name = absl::StrCat(spec.entry_source, ".prelude");
   req.source = absl::StrCat(spec.prelude, "\n#line 1 \"", spec.entry_source, "\"\n", entry);
   req.headers = AllKernelHeaders();
   req.options = spec.extra_options;
@@ -109,15 +111,25 @@ StatusOr<nvrtc::CompileRequest> BuildRequest(const Specialization& spec, std::st
   return req;
 }
 
-int KernelCompiler::DefaultParallelism() {
-  const long cores = std::max(1u, std::thread::hardware_concurrency());
-  const long pages = sysconf(_SC_AVPHYS_PAGES);
-  const long page_size = sysconf(_SC_PAGESIZE);
-  long by_memory = cores;
-  if (pages > 0 && page_size > 0) {
-    by_memory = static_cast<long>(static_cast<uint64_t>(pages) * page_size / kBytesPerCompile);
+// Memory the kernel could give to new work (MemAvailable counts reclaimable page cache, which
+// free pages alone do not); 0 when unknown.
+static uint64_t AvailableMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (meminfo >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
   }
-  return static_cast<int>(std::max(1L, std::min(cores, by_memory)));
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * page_size : 0;
+}
+
+int KernelCompiler::DefaultParallelism() {
+  const uint64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const uint64_t memory = AvailableMemoryBytes();
+  const uint64_t by_memory = memory == 0 ? cores : memory / kBytesPerCompile;
+  return static_cast<int>(std::max<uint64_t>(1, std::min(cores, by_memory)));
 }
 
 KernelCompiler::KernelCompiler(cache::CubinCache* cache, int max_parallel)

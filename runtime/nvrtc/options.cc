@@ -26,6 +26,9 @@ const std::vector<std::string>& DefaultOptions() {
       "-std=c++17",     "--dopt=on",         "--fmad=true",
       "--ftz=false",    "--prec-div=true",   "--prec-sqrt=true",
       "--ptxas-options=--verbose",  // resource report in the log; does not change the cubin
+      // Internal-linkage symbols get a random suffix per compile unless seeded; every program is
+      // its own module (nothing links them together), so one fixed seed keeps cubins byte-identical.
+      "-frandom-seed=0",
   };
   return defaults;
 }
