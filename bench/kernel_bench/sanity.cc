@@ -18,9 +18,10 @@ StatusOr<driver::DeviceBuffer> Upload(const std::vector<T>& v) {
 }
 
 Status RunCase(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev, CUstream stream,
-               const reference::CaseSpec& spec) {
+               const reference::CaseSpec& spec, int force_tile) {
   const reference::MlaCase c = reference::MakeCase(spec);
-  const kernels::MlaVerifyProblem& p = c.problem;
+  kernels::MlaVerifyProblem p = c.problem;
+  p.force_tile = force_tile;
   KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, kernels::PlanMlaVerify(p, dev));
   KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer q, Upload(c.q));
   KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer k_ext, Upload(c.k_extend));
@@ -52,7 +53,8 @@ Status RunCase(const kernels::KernelTable& kernels, const driver::DeviceInfo& de
   KJIT_RETURN_IF_ERROR(ws.CopyToHost(&err, 4, plan.error_word_offset));
   const reference::RefOutput want = reference::Reference(c);
   const reference::Comparison cmp = reference::Compare(c, want, got, p.write_lse ? got_lse : std::vector<float>{});
-  std::printf("sanity H%d B%d splits=%d: %s\n", p.num_heads, p.batch, plan.num_splits, cmp.Describe().c_str());
+  std::printf("sanity %s B%d splits=%d: %s\n", plan.specialization.c_str(), p.batch, plan.num_splits,
+              cmp.Describe().c_str());
   if (!cmp.ok()) return absl::InternalError(absl::StrCat("mla_verify disagrees with the reference: ", cmp.Describe()));
   if (err != 0) return absl::InternalError(absl::StrCat("mla_verify raised error bits ", err, " on a valid case"));
   return absl::OkStatus();
@@ -60,7 +62,8 @@ Status RunCase(const kernels::KernelTable& kernels, const driver::DeviceInfo& de
 
 }  // namespace
 
-Status CheckAgainstReference(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev, CUstream stream) {
+Status CheckAgainstReference(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev, CUstream stream,
+                             int force_tile) {
   std::vector<reference::CaseSpec> specs(3);
   specs[0].seed = 11;
   specs[0].num_heads = 8;
@@ -82,7 +85,7 @@ Status CheckAgainstReference(const kernels::KernelTable& kernels, const driver::
   specs[2].is_causal = false;
   specs[2].k_scale = 0.5f;
   specs[2].v_scale = 2.0f;
-  for (const auto& s : specs) KJIT_RETURN_IF_ERROR(RunCase(kernels, dev, stream, s));
+  for (const auto& s : specs) KJIT_RETURN_IF_ERROR(RunCase(kernels, dev, stream, s, force_tile));
   return absl::OkStatus();
 }
 

@@ -44,12 +44,13 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
 
   const int slice = tid / 128, c4 = tid % 128;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  const float4* src = reinterpret_cast<const float4*>(p.part_o + (first * p.rows_cap + row) * kVDim) + c4;
-  const long long state_stride = static_cast<long long>(p.rows_cap) * (kVDim / 4);  // in float4
+  // Four bf16 partial outputs per thread and state: one 8-byte load.
+  const uint2* src = reinterpret_cast<const uint2*>(p.part_o + (first * p.rows_cap + row) * kVDim) + c4;
+  const long long state_stride = static_cast<long long>(p.rows_cap) * (kVDim / 4);  // in uint2
   // Batches of kBatch states: all loads of a batch are issued before any is used.
   constexpr int kBatch = 8;
   for (int s0 = slice; s0 < states; s0 += kBatch * kCombineSlices) {
-    float4 v[kBatch];
+    uint2 v[kBatch];
     float w[kBatch];
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
@@ -60,10 +61,10 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
     }
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
-      acc.x += w[i] * v[i].x;
-      acc.y += w[i] * v[i].y;
-      acc.z += w[i] * v[i].z;
-      acc.w += w[i] * v[i].w;
+      acc.x += w[i] * __uint_as_float(v[i].x << 16);
+      acc.y += w[i] * __uint_as_float(v[i].x & 0xffff0000u);
+      acc.z += w[i] * __uint_as_float(v[i].y << 16);
+      acc.w += w[i] * __uint_as_float(v[i].y & 0xffff0000u);
     }
   }
   if (slice > 0) slice_acc[slice - 1][c4] = acc;

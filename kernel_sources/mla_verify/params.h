@@ -8,7 +8,8 @@ namespace mla {
 // Workspace layout (offsets from MlaVerifyParams' pointers, all set by the host plan):
 //   error_word: one uint32 of MlaVerifyError bits, zeroed in-stream before the kernels
 //   part_lse:   [batch][num_splits + 1][rows_cap] fp32, log2 units; -inf = empty state
-//   part_o:     [batch][num_splits + 1][rows_cap][512] fp32, normalized by the state's sum
+//   part_o:     [batch][num_splits + 1][rows_cap][512] bf16, normalized by the state's sum (half
+//               the bytes of fp32; the merge weights and sums stay fp32)
 // Split 0 is the draft-tree part; splits 1..num_splits are prefix chunks.
 struct MlaVerifyParams {
   const unsigned short* q;         // [N, H, 576] bf16
@@ -21,7 +22,7 @@ struct MlaVerifyParams {
   const long long* mask_indptr;    // [B + 1] (bool masks)
   unsigned short* o;               // [N, H, 512] bf16
   float* lse;                      // [N, H] fp32 natural log, or null
-  float* part_o;
+  unsigned short* part_o;
   float* part_lse;
   unsigned* error_word;
 

@@ -1,7 +1,7 @@
 // The split kernel: one CTA = (kRows query rows of request b) x (one prefix chunk, or the draft tree
 // for split 0). Streams its KV rows through a 2-stage cp.async pipeline of kKvTile-row tiles,
 // computes S = Q.K^T and O += P.V with mma.sync, keeps an fp32 online softmax per row, and writes
-// the normalized partial O and its log2-LSE into the workspace for the combine kernel.
+// the normalized partial O (bf16) and its log2-LSE (fp32) into the workspace for the combine kernel.
 #pragma once
 
 #include "common/bf16.cuh"
@@ -33,6 +33,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
 
   const int m_tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  constexpr int kColGroups = Cfg::kColGroups;
   const int g = warp / kColGroups, cg = warp % kColGroups;
 
   const Request rq = LoadRequest(p, b);
@@ -49,13 +50,13 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
 
   const long long state = static_cast<long long>(b) * (p.num_splits + 1) + split;
   float* part_lse = p.part_lse + state * p.rows_cap;
-  float* part_o = p.part_o + state * p.rows_cap * kVDim;
+  unsigned short* part_o = p.part_o + state * p.rows_cap * kVDim;
   if (kv_begin >= kv_end) {  // empty chunk: an empty state (weight 0), O zeroed for the combine
     for (int r = tid; r < Cfg::kRows; r += kThreads)
       if (m0 + r < rows_b) part_lse[m0 + r] = NegInf();
     const int rows = rows_b - m0 < Cfg::kRows ? rows_b - m0 : Cfg::kRows;
-    float4* dst = reinterpret_cast<float4*>(part_o + static_cast<long long>(m0) * kVDim);
-    for (int i = tid; i < rows * (kVDim / 4); i += kThreads) dst[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    uint4* dst = reinterpret_cast<uint4*>(part_o + static_cast<long long>(m0) * kVDim);
+    for (int i = tid; i < rows * (kVDim / 8); i += kThreads) dst[i] = make_uint4(0u, 0u, 0u, 0u);
     return;
   }
   const int num_tiles = static_cast<int>((kv_end - kv_begin + kTile - 1) / kTile);
@@ -88,7 +89,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   // the row, so a row costs one index load and one 64-bit address (few registers live beside O).
   auto gather = [&](int t) {
     const long long* idx = sm.idx[t % kIdxRing];
-    const unsigned dst = SmemAddr(sm.kv[t & 1]);
+    const unsigned dst = SmemAddr(sm.kv[t % Cfg::kStages]);
     const char* base = reinterpret_cast<const char*>(src_base) + lane * 16;
 #pragma unroll 2
     for (int row = warp; row < kTile; row += Cfg::kWarps) {
@@ -153,7 +154,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
     const bool stage_next = tid < kTile && t + 2 < num_tiles;
     const long long raw_next = stage_next ? load_raw(t + 2, tid) : kPastEnd;  // used after the tile
 
-    const unsigned kv_addr = SmemAddr(sm.kv[t & 1]);
+    const unsigned kv_addr = SmemAddr(sm.kv[t % Cfg::kStages]);
     // Tree part: the mask bits of this thread's S elements, loaded before Q.K^T so their latency
     // hides behind it (bit (mt * 2 + h) * 2 * kQkNTiles + nt * 2 + j).
     unsigned tree_bits = ~0u;
@@ -290,9 +291,8 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
     }
     NamedBarrier(1 + g, 32 * kColGroups);
 
-    // ---- O += P.V over the warp's 128 V columns (V = first 512 dims of the same tile).
-#pragma unroll 1
-    for (int kk = 0; kk < kTile / 16; ++kk) {
+    // ---- O += P.V over the warp's kVCols V columns (V = first 512 dims of the same tile).
+    auto pv_step = [&](int kk) {
       unsigned a[Cfg::kMTiles][4];
 #pragma unroll
       for (int mt = 0; mt < Cfg::kMTiles; ++mt)
@@ -318,6 +318,14 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
         if (np + 2 < kPairs) load_v(np + 2, bv0);
         mma_v(np + 1, bv1);
       }
+    };
+    // A rolled loop of one trip would pass its "unroll 1" on to the np loop (O then lives in local
+    // memory), so a single 16-row step is called directly.
+    if constexpr (kTile / 16 == 1) {
+      pv_step(0);
+    } else {
+#pragma unroll 1
+      for (int kk = 0; kk < kTile / 16; ++kk) pv_step(kk);
     }
     if (stage_next) sm.idx[(t + 2) % kIdxRing][tid] = validate(raw_next);
   }
@@ -343,12 +351,10 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
       for (int c = 0; c < kColGroups; ++c) l += sm.row_buf[c][row];
       if (m0 + row >= rows_b) continue;
       const float inv = l > 0.f ? v_scale / l : 0.f;
-      float* dst = part_o + static_cast<long long>(m0 + row) * kVDim + cg * Cfg::kVCols + (lane & 3) * 2;
+      unsigned short* dst = part_o + static_cast<long long>(m0 + row) * kVDim + cg * Cfg::kVCols + (lane & 3) * 2;
 #pragma unroll
-      for (int nt = 0; nt < Cfg::kVNTiles; ++nt) {
-        *reinterpret_cast<float2*>(dst + nt * 8) =
-            make_float2(o[mt][nt][h * 2] * inv, o[mt][nt][h * 2 + 1] * inv);
-      }
+      for (int nt = 0; nt < Cfg::kVNTiles; ++nt)
+        *reinterpret_cast<unsigned*>(dst + nt * 8) = PackBf16x2(o[mt][nt][h * 2] * inv, o[mt][nt][h * 2 + 1] * inv);
       if (cg == 0 && (lane & 3) == 0)
         part_lse[m0 + row] = l > 0.f ? m_run[mt][h] + __log2f(l) : NegInf();
     }

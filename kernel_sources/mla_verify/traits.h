@@ -2,9 +2,10 @@
 // by host (plan: block size, dynamic smem = sizeof(SmemPlan)) and device code.
 //
 // A CTA owns kRows query rows of one request (row = token * H + head: heads inner, so every KV row
-// it streams serves all heads of kRows / H tokens) and one prefix chunk. Warps form kRowGroups x 4:
-// in Q.K^T warp (g, c) computes rows of group g against KV columns c*kKvTile/4.., in P.V the same
-// rows against V columns c*128..c*128+127; P and the row maxima cross the four warps through smem.
+// it streams serves all heads of kRows / H tokens) and one prefix chunk. Warps form kRowGroups x
+// kColGroups: in Q.K^T warp (g, c) computes rows of group g against KV columns c*kKvTile/kColGroups..,
+// in P.V the same rows against V columns c*kVCols..; P and the row maxima cross the kColGroups warps
+// of a row group through smem.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -18,15 +19,15 @@ namespace mla {
 
 constexpr int kKDim = 576;  // latent 512 + rope 64
 constexpr int kVDim = 512;
-constexpr int kColGroups = 4;  // warps sharing a row group (V quarters)
 constexpr int kPRowElems = 64;  // P rows are 128 bytes whatever the KV tile (<= 64 columns)
 constexpr int kIdxRing = 3;    // slot-index buffers: tile t is computed while t+1 is gathered and
                                // t+2's indices are staged
 
-template <int kMTiles_, int kRowGroups_, int kKvTile_>
+template <int kMTiles_, int kRowGroups_, int kKvTile_, int kColGroups_ = 4>
 struct TileConfig {
   static constexpr int kMTiles = kMTiles_;      // m16 tiles per warp
   static constexpr int kRowGroups = kRowGroups_;
+  static constexpr int kColGroups = kColGroups_;  // warps sharing a row group (V column slices)
   static constexpr int kKvTile = kKvTile_;      // KV rows per pipeline stage
   static constexpr int kStages = 2;
   static constexpr int kWarpRows = 16 * kMTiles;
@@ -43,13 +44,17 @@ struct TileConfig {
   static_assert(kQkNTiles == 1 || kQkNTiles == 2, "Q.K^T B fragments are loaded by one ldmatrix");
   static_assert(kKvTile % 16 == 0 && kKvTile <= 64, "P.V steps over 16 KV rows");
   static_assert(kThreads <= 512, "one CTA of at most 16 warps");
+  static_assert(kVNTiles % 4 == 0, "P.V loads V column pairs in pairs");
   static_assert(kChunksPerRow % 8 == 0, "the XOR swizzle permutes chunks within groups of 8");
 };
 
 // sm_90/sm_100 (227 KB of shared memory per block): 64 rows x 64 KV rows, 8 warps.
 using ConfigLarge = TileConfig<2, 2, 64>;
-// sm_80/sm_89/sm_120 (99 KB): 16 rows x 32 KV rows, 4 warps.
+// sm_80/sm_89/sm_120 (99 KB): 16 rows x 32 KV rows, 4 warps (V quarters).
 using ConfigSmall = TileConfig<1, 1, 32>;
+// Candidate for 99 KB: 32 rows x 16 KV rows, 4 warps as 2 row groups x 2 V halves; every KV row
+// streamed serves twice the query rows of ConfigSmall (half the L2 traffic for H8 D16).
+using ConfigSmall32 = TileConfig<1, 2, 16, 2>;
 
 // Shared memory of one CTA. Row-major tiles of 1152-byte rows with 16-byte chunks XOR-swizzled by
 // (row % 8): ldmatrix's eight row addresses then hit eight different bank groups.
@@ -58,7 +63,7 @@ struct SmemPlan {
   alignas(128) unsigned short q[Cfg::kRows * kKDim];
   alignas(128) unsigned short kv[Cfg::kStages][Cfg::kKvTile * kKDim];
   alignas(128) unsigned short p[Cfg::kRows * kPRowElems];  // bf16 P, 128-byte rows (8 chunks)
-  float row_buf[kColGroups][Cfg::kRows];                     // per-warp row maxima / sums
+  float row_buf[Cfg::kColGroups][Cfg::kRows];                // per-warp row maxima / sums
   long long idx[kIdxRing][Cfg::kKvTile];                     // source row per KV row; -1 = masked
 };
 
@@ -66,6 +71,7 @@ constexpr int kSmemLimitLarge = 232448;  // 227 KB
 constexpr int kSmemLimitSmall = 101376;  // 99 KB
 static_assert(sizeof(SmemPlan<ConfigLarge>) <= kSmemLimitLarge, "large tile exceeds 227 KB");
 static_assert(sizeof(SmemPlan<ConfigSmall>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
+static_assert(sizeof(SmemPlan<ConfigSmall32>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
 
 // Which tile an arch compiles and the host plans for: the same function on both sides.
 KJIT_MLA_HOST_DEVICE constexpr bool UsesLargeTile(int cc_major) { return cc_major == 9 || cc_major == 10; }
@@ -77,6 +83,11 @@ template <>
 struct TileFor<true> {
   using type = ConfigLarge;
 };
+
+// Tiles a caller may force on any arch whose limits they fit (benchmarks: the sm_120 tiles measured
+// on an sm_90 device). kTileArch = the arch's own tile (TileFor).
+enum TileId : int { kTileArch = 0, kTile16x32 = 1, kTile32x16 = 2 };
+constexpr int kNumTileIds = 3;
 
 // Combine: one CTA per query row; kCombineSlices groups of 128 threads (4 output columns each)
 // take every kCombineSlices-th state and are summed in slice order.

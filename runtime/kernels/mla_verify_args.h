@@ -31,6 +31,8 @@ struct MlaVerifyProblem {
   int max_draft = 0;          // upper bound on every D_b (1..64 required)
   int64_t max_prefix = 0;     // upper bound on every P_b; a planning hint (0 = unknown)
   int force_num_splits = 0;   // mla_verify: prefix chunks per request when > 0 (benchmarks); 0 = planned
+  int force_tile = 0;         // mla_verify: 0 = the device's tile; 1 = 16x32, 2 = 32x16 (the 99 KB
+                              // tiles, on any device with the shared memory; benchmarks)
   MaskKind mask_kind = MaskKind::kBool;
   bool is_causal = true;
   bool write_lse = false;
@@ -64,6 +66,9 @@ struct KernelGeometry {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned dynamic_smem = 0;
+  // Launched with programmatic stream serialization (sm_90+): the kernel may start while the one
+  // before it in the stream finishes, and waits for its results itself (griddepcontrol.wait).
+  bool programmatic_dependent = false;
 };
 
 // A family's plan for one problem on one device: everything the caller must provide (workspace) and

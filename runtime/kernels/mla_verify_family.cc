@@ -6,30 +6,45 @@
 
 namespace kjit::kernels {
 
-// One program per (H, mask kind): the split kernel and the combine. The tile is the compiled
-// arch's (mla::UsesLargeTile), so the same specializations serve sm_90 and sm_120.
-std::vector<Specialization> MlaVerifySpecializations() {
+namespace {
+
+// "sm_90", "sm_90a", "sm_120": compute capability major from the digits before the last one.
+int CcMajor(std::string_view arch) {
+  int digits = 0;
+  for (char c : arch.substr(arch.find('_') + 1)) {
+    if (c < '0' || c > '9') break;
+    digits = digits * 10 + (c - '0');
+  }
+  return digits / 10;
+}
+
+std::vector<Specialization> Specs(int force_tile) {
   std::vector<Specialization> specs;
   for (int heads : {8, 16, 32, 64, 128}) {
     for (MaskKind mask : {MaskKind::kBool, MaskKind::kPacked}) {
       Specialization s;
       s.family = std::string(kMlaVerifyFamily);
-      s.name = MlaVerifySpecializationName(heads, mask);
+      s.name = MlaVerifySpecializationName(heads, mask, force_tile);
       s.entry_source = std::string(kMlaVerifySource);
-      s.name_expressions = {MlaVerifySplitExpression(heads, mask), MlaVerifyCombineExpression(heads)};
-      s.max_dynamic_smem = [](std::string_view arch) {
-        // "sm_90", "sm_90a", "sm_120": compute capability major from the digits before the last one.
-        int digits = 0;
-        for (char c : arch.substr(arch.find('_') + 1)) {
-          if (c < '0' || c > '9') break;
-          digits = digits * 10 + (c - '0');
-        }
-        return MlaVerifyTileFor(digits / 10).smem_bytes;
+      s.name_expressions = {MlaVerifySplitExpression(heads, mask, force_tile), MlaVerifyCombineExpression(heads)};
+      s.max_dynamic_smem = [force_tile](std::string_view arch) {
+        return MlaVerifyTileFor(CcMajor(arch), force_tile).smem_bytes;
       };
       specs.push_back(std::move(s));
     }
   }
   return specs;
+}
+
+}  // namespace
+
+// One program per (H, mask kind): the split kernel and the combine. The tile is the compiled
+// arch's (mla::UsesLargeTile), so the same specializations serve sm_90 and sm_120.
+std::vector<Specialization> MlaVerifySpecializations() { return Specs(mla::kTileArch); }
+
+std::vector<Specialization> MlaVerifyForcedTileSpecializations(int force_tile) {
+  if (force_tile <= 0 || force_tile >= mla::kNumTileIds) return {};
+  return Specs(force_tile);
 }
 
 }  // namespace kjit::kernels

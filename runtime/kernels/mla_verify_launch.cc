@@ -31,9 +31,25 @@ T* As(CUdeviceptr p) {
 Status Launch(const driver::Api& api, CUfunction f, const KernelGeometry& g, CUstream stream,
               mla::MlaVerifyParams* params, const char* what) {
   void* args[] = {params};
-  return driver::Check(api.cuLaunchKernel(f, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1],
-                                          g.block[2], g.dynamic_smem, stream, args, nullptr),
-                       what);
+  if (!g.programmatic_dependent) {
+    return driver::Check(api.cuLaunchKernel(f, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1],
+                                            g.block[2], g.dynamic_smem, stream, args, nullptr),
+                         what);
+  }
+  // Programmatic dependent launch: the kernel's launch overlaps the previous kernel's tail; the
+  // kernel itself waits for that grid (griddepcontrol.wait) before reading its results. Captured
+  // into a CUDA graph as a programmatic edge.
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = g.grid[0], cfg.gridDimY = g.grid[1], cfg.gridDimZ = g.grid[2];
+  cfg.blockDimX = g.block[0], cfg.blockDimY = g.block[1], cfg.blockDimZ = g.block[2];
+  cfg.sharedMemBytes = g.dynamic_smem;
+  cfg.hStream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return driver::Check(api.cuLaunchKernelEx(&cfg, f, args, nullptr), what);
 }
 
 }  // namespace
@@ -42,7 +58,7 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
                        const MlaVerifyBuffers& b, CUstream stream) {
   if (plan.family != kMlaVerifyFamily)
     return Invalid(absl::StrCat("plan is for family '", plan.family, "'"));
-  if (plan.specialization != MlaVerifySpecializationName(p.num_heads, p.mask_kind))
+  if (plan.specialization != MlaVerifySpecializationName(p.num_heads, p.mask_kind, p.force_tile))
     return Invalid(absl::StrCat("plan specialization '", plan.specialization, "' does not match H = ",
                                 p.num_heads, " and the mask kind"));
   KJIT_ASSIGN_OR_RETURN(const MlaVerifyWorkspaceLayout ws, MlaVerifyWorkspace(p, plan.num_splits));
@@ -75,7 +91,7 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   if (p.write_lse) KJIT_RETURN_IF_ERROR(CheckPtr(b.lse, "lse", 4));
 
   KJIT_ASSIGN_OR_RETURN(CUfunction split, kernels.Function(kMlaVerifyFamily, plan.specialization,
-                                                           MlaVerifySplitExpression(p.num_heads, p.mask_kind)));
+                                                           MlaVerifySplitExpression(p.num_heads, p.mask_kind, p.force_tile)));
   KJIT_ASSIGN_OR_RETURN(CUfunction combine, kernels.Function(kMlaVerifyFamily, plan.specialization,
                                                              MlaVerifyCombineExpression(p.num_heads)));
 
@@ -91,7 +107,7 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   params.mask_indptr = As<const long long>(b.mask_indptr);
   params.o = As<unsigned short>(b.o);
   params.lse = p.write_lse ? As<float>(b.lse) : nullptr;
-  params.part_o = As<float>(b.workspace + ws.part_o_offset);
+  params.part_o = As<unsigned short>(b.workspace + ws.part_o_offset);
   params.part_lse = As<float>(b.workspace + ws.part_lse_offset);
   params.error_word = As<unsigned>(b.workspace + plan.error_word_offset);
   params.num_q = p.num_q;

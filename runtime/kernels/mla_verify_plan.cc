@@ -45,6 +45,8 @@ Status ValidateProblem(const MlaVerifyProblem& p) {
   if (p.force_num_splits < 0 || p.force_num_splits >= mla::kCombineMaxStates)
     return Invalid(absl::StrCat("force_num_splits = ", p.force_num_splits, "; need 0..",
                                 mla::kCombineMaxStates - 1));
+  if (p.force_tile < 0 || p.force_tile >= mla::kNumTileIds)
+    return Invalid(absl::StrCat("force_tile = ", p.force_tile, "; need 0 (the device's tile), 1 (16x32) or 2 (32x16)"));
   if (p.mask_kind != MaskKind::kBool && p.mask_kind != MaskKind::kPacked)
     return Invalid("mask_kind must be kBool or kPacked");
   if (!std::isfinite(p.sm_scale) || !std::isfinite(p.k_scale) || !std::isfinite(p.v_scale))
@@ -87,6 +89,14 @@ double EstimateTiles(int sm_count, long ctas_per_split, long prefix_tiles, long 
   return end + state_tiles * (splits + 1);
 }
 
+// Time of one KV tile of one CTA, in microseconds. The large tile (64 rows x 64 KV rows) is
+// measured on the H200 (bs1 H8 D16, P = 4k with 8..64 splits: 4.5-4.9 us per tile); the small tile
+// (16 x 32, 1/8 of the work) is assumed 2.5x less efficient per FLOP until measured on its device.
+double TileMicros(const MlaVerifyTile& tile) {
+  const double work = static_cast<double>(tile.rows) * tile.kv_tile / (64.0 * 64.0);
+  return 4.7 * work * (tile.rows >= 64 ? 1.0 : 2.5);
+}
+
 int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const MlaVerifyTile& tile) {
   const long m_tiles = (static_cast<long>(p.max_draft) * p.num_heads + tile.rows - 1) / tile.rows;
   const long ctas_per_split = m_tiles * p.batch;
@@ -94,10 +104,10 @@ int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const
   const long prefix_tiles = std::max<long>(1, (prefix + tile.kv_tile - 1) / tile.kv_tile);
   const long tree_tiles = (p.max_draft + tile.kv_tile - 1) / tile.kv_tile;
   const int sms = std::max(1, dev.sm_count);
-  // Combine traffic per extra state: write + read of every row's 2 KB partial O, in tile times
-  // (a tile of one CTA ~ 2.5 us; the device moves ~3 MB per us).
-  const double state_bytes = 2.0 * p.batch * static_cast<double>(p.max_draft) * p.num_heads * kMlaVDim * 4;
-  const double state_tiles = state_bytes / 3e6 / 2.5;
+  // Combine traffic per extra state: the split kernel writes and the combine reads every row's
+  // 1 KB bf16 partial O; measured on the H200 as ~3.7 bytes per ns (mostly L2-resident).
+  const double state_bytes = 2.0 * p.batch * static_cast<double>(p.max_draft) * p.num_heads * kMlaVDim * 2;
+  const double state_tiles = state_bytes / 3.7e3 / TileMicros(tile) / 1e3;
   const long max_splits = std::min<long>({prefix_tiles, std::max<long>(1, 4L * sms / ctas_per_split),
                                          mla::kCombineMaxStates - 1});
   int best = 1;
@@ -116,32 +126,43 @@ int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const
 
 }  // namespace
 
-std::string MlaVerifySpecializationName(int num_heads, MaskKind mask) {
-  return absl::StrCat("h", num_heads, mask == MaskKind::kPacked ? "_packed" : "_bool");
+std::string MlaVerifySpecializationName(int num_heads, MaskKind mask, int force_tile) {
+  std::string name = absl::StrCat("h", num_heads, mask == MaskKind::kPacked ? "_packed" : "_bool");
+  if (force_tile > 0) {
+    const MlaVerifyTile t = MlaVerifyTileFor(0, force_tile);
+    absl::StrAppend(&name, "_t", t.rows, "x", t.kv_tile);
+  }
+  return name;
 }
 
-std::string MlaVerifySplitExpression(int num_heads, MaskKind mask) {
-  return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", mask == MaskKind::kPacked ? 1 : 0, ">");
+std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int force_tile) {
+  const int m = mask == MaskKind::kPacked ? 1 : 0;
+  if (force_tile > 0) return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", m, ", ", force_tile, ">");
+  return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", m, ">");
 }
 
 std::string MlaVerifyCombineExpression(int num_heads) {
   return absl::StrCat("kjit::mla::MlaVerifyCombine<", num_heads, ">");
 }
 
-MlaVerifyTile MlaVerifyTileFor(int cc_major) {
+MlaVerifyTile MlaVerifyTileFor(int cc_major, int force_tile) {
   auto make = [](auto cfg) {
     using Cfg = decltype(cfg);
     return MlaVerifyTile{Cfg::kRows, Cfg::kKvTile, Cfg::kThreads, static_cast<int>(sizeof(mla::SmemPlan<Cfg>))};
   };
+  if (force_tile == mla::kTile16x32) return make(mla::ConfigSmall{});
+  if (force_tile == mla::kTile32x16) return make(mla::ConfigSmall32{});
   return mla::UsesLargeTile(cc_major) ? make(mla::ConfigLarge{}) : make(mla::ConfigSmall{});
 }
+
+MlaVerifyTile MlaVerifyTileFor(int cc_major) { return MlaVerifyTileFor(cc_major, mla::kTileArch); }
 
 StatusOr<MlaVerifyWorkspaceLayout> MlaVerifyWorkspace(const MlaVerifyProblem& p, int num_splits) {
   size_t states = 0, rows = 0, lse_bytes = 0, o_bytes = 0;
   const size_t rows_cap = static_cast<size_t>(p.max_draft) * static_cast<size_t>(p.num_heads);
   if (!MulOk(static_cast<size_t>(p.batch), static_cast<size_t>(num_splits) + 1, &states) ||
       !MulOk(states, rows_cap, &rows) || !MulOk(rows, sizeof(float), &lse_bytes) ||
-      !MulOk(rows, static_cast<size_t>(kMlaVDim) * sizeof(float), &o_bytes))
+      !MulOk(rows, static_cast<size_t>(kMlaVDim) * sizeof(uint16_t), &o_bytes))  // bf16 partial O
     return Invalid("workspace size overflows size_t");
   MlaVerifyWorkspaceLayout w;
   w.part_lse_offset = kWorkspaceAlign;  // the error word lives at offset 0
@@ -156,7 +177,7 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
     return absl::FailedPreconditionError(
         absl::StrCat("mla_verify needs compute capability >= 8.0 (bf16 mma.sync); device ", dev.ordinal,
                      " (", dev.name, ") is ", dev.cc_major, ".", dev.cc_minor));
-  const MlaVerifyTile tile = MlaVerifyTileFor(dev.cc_major);
+  const MlaVerifyTile tile = MlaVerifyTileFor(dev.cc_major, p.force_tile);
   if (dev.max_smem_per_block_optin < tile.smem_bytes)
     return absl::FailedPreconditionError(
         absl::StrCat("mla_verify tile needs ", tile.smem_bytes, " bytes of shared memory per block; device ",
@@ -164,7 +185,7 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
 
   MlaVerifyPlan plan;
   plan.family = std::string(kMlaVerifyFamily);
-  plan.specialization = MlaVerifySpecializationName(p.num_heads, p.mask_kind);
+  plan.specialization = MlaVerifySpecializationName(p.num_heads, p.mask_kind, p.force_tile);
   plan.num_splits = p.force_num_splits > 0 ? p.force_num_splits : ChooseSplits(p, dev, tile);
   KJIT_ASSIGN_OR_RETURN(const MlaVerifyWorkspaceLayout ws, MlaVerifyWorkspace(p, plan.num_splits));
   plan.workspace_bytes = ws.bytes;
@@ -179,6 +200,7 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   plan.combine.grid[0] = rows_cap;  // one CTA per query row
   plan.combine.grid[1] = static_cast<unsigned>(p.batch);
   plan.combine.block[0] = mla::kCombineThreads;
+  plan.combine.programmatic_dependent = dev.cc_major >= 9;  // griddepcontrol: sm_90 and later
   return plan;
 }
 

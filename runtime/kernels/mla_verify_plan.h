@@ -6,9 +6,11 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/common/status.h"
 #include "runtime/driver/cuda_driver.h"
+#include "runtime/kernels/catalog.h"
 #include "runtime/kernels/mla_verify_args.h"
 
 namespace kjit::kernels {
@@ -16,10 +18,14 @@ namespace kjit::kernels {
 inline constexpr std::string_view kMlaVerifyFamily = "mla_verify";
 inline constexpr std::string_view kMlaVerifySource = "mla_verify/mla_verify.cu";
 
-// Catalog names: specialization "h<H>_<bool|packed>", with the split kernel and the combine.
-std::string MlaVerifySpecializationName(int num_heads, MaskKind mask);
-std::string MlaVerifySplitExpression(int num_heads, MaskKind mask);
+// Catalog names: specialization "h<H>_<bool|packed>", with the split kernel and the combine; with a
+// forced tile (MlaVerifyProblem::force_tile > 0) "h<H>_<mask>_t<rows>x<kv>", whose split kernel is
+// instantiated for that tile. Those are not in the catalog (MlaVerifyForcedTileSpecializations).
+std::string MlaVerifySpecializationName(int num_heads, MaskKind mask, int force_tile = 0);
+std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int force_tile = 0);
 std::string MlaVerifyCombineExpression(int num_heads);
+// Every (H, mask) specialization of a forced tile 1..kNumTileIds-1 (empty for another value).
+std::vector<Specialization> MlaVerifyForcedTileSpecializations(int force_tile);
 
 // Tile the split kernel uses on a device of compute capability cc_major (the device code picks the
 // same tile from __CUDA_ARCH__): rows per CTA, KV rows per stage, threads, dynamic shared memory.
@@ -30,13 +36,16 @@ struct MlaVerifyTile {
   int smem_bytes = 0;
 };
 MlaVerifyTile MlaVerifyTileFor(int cc_major);
+// The tile of a launch: the device's (force_tile == 0) or a forced one (1: 16x32, 2: 32x16).
+MlaVerifyTile MlaVerifyTileFor(int cc_major, int force_tile);
 
 // Validates what the host can (InvalidArgument saying what to fix): H in {8,16,32,64,128},
 // 1 <= max_draft <= 64, batch in [1, 65535], non-negative sizes, strides (multiples of 8 elements,
 // rows not overlapping), finite scales; FailedPrecondition when the device lacks the shared memory
-// the tile needs. Chooses NSPLIT from B, max_draft, max_prefix (a hint: 0 = unknown) and
-// dev.sm_count unless problem.force_num_splits > 0. Workspace: error word, then per (request,
-// split) the partial LSE and O of max_draft * H rows.
+// the tile needs; force_tile in 0..2. Chooses NSPLIT from B, max_draft, max_prefix (a hint: 0 = unknown) and
+// dev.sm_count unless problem.force_num_splits > 0 (a makespan model of per-tile time, waves and
+// partial-state traffic; correctness never depends on max_prefix). Workspace: error word, then per
+// (request, split) the partial LSE (fp32) and O (bf16) of max_draft * H rows.
 StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::DeviceInfo& dev);
 
 // Workspace offsets of a plan (the launcher and tests use them).

@@ -129,13 +129,15 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   EXPECT_EQ(plan->combine.grid[0], rows);
   EXPECT_EQ(plan->combine.block[0], static_cast<unsigned>(mla::kCombineThreads));
   EXPECT_EQ(plan->combine.grid[1], 3u);
+  EXPECT_TRUE(plan->combine.programmatic_dependent);  // sm_90: griddepcontrol
+  EXPECT_FALSE(plan->main.programmatic_dependent);
   auto ws = MlaVerifyWorkspace(p, plan->num_splits);
   ASSERT_TRUE(ws.ok());
   const size_t states = size_t{3} * (plan->num_splits + 1) * rows;
   EXPECT_EQ(plan->workspace_bytes, ws->bytes);
   EXPECT_GE(ws->part_lse_offset, plan->error_word_offset + 4);
   EXPECT_GE(ws->part_o_offset, ws->part_lse_offset + states * 4);
-  EXPECT_EQ(ws->bytes, ws->part_o_offset + states * 512 * 4);
+  EXPECT_EQ(ws->bytes, ws->part_o_offset + states * 512 * 2);  // bf16 partial O
   EXPECT_EQ(ws->part_o_offset % 256, 0u);
 
   MlaVerifyProblem packed = p;
@@ -145,6 +147,13 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   ASSERT_TRUE(rtx.ok()) << rtx.status();
   EXPECT_EQ(rtx->main.grid[0], (rows + mla::ConfigSmall::kRows - 1) / mla::ConfigSmall::kRows);
   EXPECT_LE(rtx->main.dynamic_smem, 101376u);
+  EXPECT_TRUE(rtx->combine.programmatic_dependent);
+  driver::DeviceInfo a100 = RtxPro6000();
+  a100.cc_major = 8;
+  a100.arch = "sm_80";
+  auto old_arch = PlanMlaVerify(p, a100);
+  ASSERT_TRUE(old_arch.ok()) << old_arch.status();
+  EXPECT_FALSE(old_arch->combine.programmatic_dependent);  // griddepcontrol needs sm_90
 }
 
 TEST(MlaVerifyPlanTest, SplitsFillTheMachineForLongPrefixesOnly) {
@@ -189,6 +198,40 @@ TEST(MlaVerifyPlanTest, CatalogHasEveryHeadCountAndMaskKind) {
     for (const char* m : {"bool", "packed"}) EXPECT_TRUE(names.count("h" + std::to_string(h) + "_" + m)) << h << m;
   EXPECT_EQ(MlaVerifySplitExpression(64, MaskKind::kPacked), "kjit::mla::MlaVerifySplit<64, 1>");
   EXPECT_EQ(MlaVerifyCombineExpression(8), "kjit::mla::MlaVerifyCombine<8>");
+}
+
+TEST(MlaVerifyPlanTest, ForcedTilesHaveTheirOwnSpecializationsAndGeometry) {
+  EXPECT_TRUE(MlaVerifyForcedTileSpecializations(0).empty());
+  EXPECT_TRUE(MlaVerifyForcedTileSpecializations(3).empty());
+  const std::vector<Specialization> small = MlaVerifyForcedTileSpecializations(1);
+  ASSERT_EQ(small.size(), 10u);
+  EXPECT_EQ(small[0].name, "h8_bool_t16x32");
+  EXPECT_EQ(small[0].name_expressions[0], "kjit::mla::MlaVerifySplit<8, 0, 1>");
+  EXPECT_EQ(small[0].max_dynamic_smem("sm_90"), static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigSmall>)));
+  const std::vector<Specialization> mid = MlaVerifyForcedTileSpecializations(2);
+  ASSERT_EQ(mid.size(), 10u);
+  EXPECT_EQ(mid[1].name, "h8_packed_t32x16");
+  EXPECT_EQ(mid[1].name_expressions[0], "kjit::mla::MlaVerifySplit<8, 1, 2>");
+  EXPECT_EQ(mid[1].max_dynamic_smem("sm_120"), static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigSmall32>)));
+  EXPECT_LE(mid[1].max_dynamic_smem("sm_120"), 101376);
+
+  MlaVerifyProblem p = Problem(1, 8, 16, 65536);
+  p.force_tile = 2;
+  auto plan = PlanMlaVerify(p, H200());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->specialization, "h8_bool_t32x16");
+  EXPECT_EQ(plan->main.grid[0], 128u / mla::ConfigSmall32::kRows);
+  EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::ConfigSmall32::kThreads));
+  EXPECT_EQ(plan->main.dynamic_smem, sizeof(mla::SmemPlan<mla::ConfigSmall32>));
+  p.force_tile = 1;
+  plan = PlanMlaVerify(p, H200());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->specialization, "h8_bool_t16x32");
+  EXPECT_EQ(plan->main.grid[0], 128u / mla::ConfigSmall::kRows);
+  p.force_tile = 3;
+  EXPECT_EQ(PlanMlaVerify(p, H200()).status().code(), absl::StatusCode::kInvalidArgument);
+  p.force_tile = -1;
+  EXPECT_EQ(PlanMlaVerify(p, H200()).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
