@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <ostream>
 #include <set>
 
 #include "jit_cache/cubin_cache.h"
@@ -18,6 +19,8 @@ struct Damage {
   const char* name;
   std::function<std::string(std::string)> apply;
 };
+
+void PrintTo(const Damage& d, std::ostream* os) { *os << d.name; }
 
 class CacheCorruption : public ::testing::TestWithParam<Damage> {};
 
