@@ -36,6 +36,9 @@ Status RunDaemon(const Flags& flags) {
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(INT_MAX);
   builder.SetMaxSendMessageSize(INT_MAX);
+  // A spare poller is always waiting, so a request is picked up without waking a new thread.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 4);
   builder.AddListeningPort("unix://" + flags.socket, grpc::InsecureServerCredentials());
   int tcp_port = 0;
   if (!flags.listen.empty()) {
