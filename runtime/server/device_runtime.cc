@@ -1,5 +1,7 @@
 #include "runtime/server/device_runtime.h"
 
+#include <cstdlib>
+
 namespace kjit::server {
 
 StatusOr<std::unique_ptr<DeviceRuntime>> DeviceRuntime::Create(const driver::DeviceInfo& info) {
@@ -19,6 +21,27 @@ StatusOr<CUdeviceptr> DeviceRuntime::Grow(std::unique_ptr<driver::DeviceBuffer>*
   KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer b, driver::DeviceBuffer::Alloc(rounded));
   *buf = std::make_unique<driver::DeviceBuffer>(std::move(b));
   return (*buf)->get();
+}
+
+StatusOr<uint32_t*> DeviceRuntime::PinnedErrorWord() {
+  if (pinned_.page == nullptr) {
+    KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+    void* page = std::aligned_alloc(4096, 4096);
+    if (page == nullptr) return absl::ResourceExhaustedError("no host memory for the error word");
+    Status s = driver::Check(api->cuMemHostRegister(page, 4096, 0), "cuMemHostRegister(error word)");
+    if (!s.ok()) {
+      std::free(page);
+      return s;
+    }
+    pinned_.page = page;
+  }
+  return static_cast<uint32_t*>(pinned_.page);
+}
+
+DeviceRuntime::PinnedPage::~PinnedPage() {
+  if (page == nullptr) return;
+  if (auto api = driver::Get(); api.ok()) (void)(*api)->cuMemHostUnregister(page);
+  std::free(page);
 }
 
 Status DeviceRuntime::HoldUntilDone(std::vector<std::shared_ptr<const void>> refs) {

@@ -32,6 +32,10 @@ class DeviceRuntime {
   StatusOr<CUdeviceptr> Workspace(size_t bytes) { return Grow(&workspace_, bytes); }
   StatusOr<CUdeviceptr> Staging(size_t bytes) { return Grow(&staging_, bytes); }
 
+  // A page-locked host word the launch's error word is copied into on the stream, so one stream
+  // synchronization covers the kernel and the read-back. Hold mu().
+  StatusOr<uint32_t*> PinnedErrorWord();
+
   // Asynchronous launches: keeps `refs` (regions, events) alive until the work queued on the
   // stream so far has finished; Reap drops those whose work is done. Hold mu().
   Status HoldUntilDone(std::vector<std::shared_ptr<const void>> refs);
@@ -52,6 +56,10 @@ class DeviceRuntime {
     std::vector<std::shared_ptr<const void>> refs;
   };
   std::deque<InFlight> in_flight_;
+  struct PinnedPage {
+    void* page = nullptr;
+    ~PinnedPage();
+  } pinned_;
   std::mutex mu_;
 };
 

@@ -163,12 +163,14 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     for (size_t i = 0; i < p->outputs.size(); ++i) resp->add_raw_output_contents();
     return absl::OkStatus();
   }
+  KJIT_ASSIGN_OR_RETURN(uint32_t* err_word, dev->PinnedErrorWord());
+  KJIT_RETURN_IF_ERROR(driver::Check(
+      api->cuMemcpyDtoHAsync(err_word, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
+      "reading the error word"));
   KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "cuStreamSynchronize(launch)"));
   *compute_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now() - t0).count();
-  uint32_t err = 0;
-  KJIT_RETURN_IF_ERROR(driver::Check(
-      api->cuMemcpyDtoH(&err, workspace + plan.error_word_offset, sizeof(err)), "reading the error word"));
+  const uint32_t err = *err_word;
   if (err & kernels::kMlaErrKvIndexOutOfRange) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tensor 'kv_indices': kv_indices entry >= S (", p->problem.num_slots,
