@@ -1,11 +1,12 @@
-// The combine kernel: one CTA per query row. The row's state weights go to shared memory; then
-// kCombineSlices slices of 128 threads (4 of the 512 output columns per thread) each accumulate
-// every kCombineSlices-th state, and the slices are added in a fixed order: bitwise deterministic,
-// with many independent loads in flight so the merge streams the workspace even for one request.
+// The combine kernel: one CTA per query row. kCombineSlices slices of 64 threads (8 of the 512
+// output columns per thread: one 16-byte load of bf16 partial O per state) each merge every
+// kCombineSlices-th state with a running max of their own, issuing the LSE and O loads of up to
+// kCombineBatch states before using any: one memory round trip covers kCombineSlices *
+// kCombineBatch states, with no pass over the LSEs first. The slices are then merged in slice
+// order through shared memory: bitwise deterministic, no atomics.
 #pragma once
 
 #include "common/bf16.cuh"
-#include "common/lse_merge.cuh"
 #include "common/softmax.cuh"
 #include "mla_verify/params.h"
 #include "mla_verify/request.cuh"
@@ -16,76 +17,95 @@ namespace mla {
 
 template <int kHeads>
 __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
-  __shared__ float weights[kCombineMaxStates];
-  __shared__ float warp_max[kCombineThreads / 32];
-  __shared__ float4 slice_acc[kCombineSlices - 1][128];
+  constexpr int kSliceThreads = kCombineThreads / kCombineSlices;
+  constexpr int kCols = kVDim / kSliceThreads;
+  static_assert(kCols == 8, "one 16-byte load of 8 bf16 per thread and state");
+  __shared__ float slice_m[kCombineSlices], slice_l[kCombineSlices];
+  __shared__ float4 slice_acc[kCombineSlices - 1][2][kSliceThreads];
   const int row = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
   const Request rq = LoadRequest(p, b);  // a bad request was reported by the split kernel
   if (!rq.ok || row >= rq.draft * kHeads) return;  // uniform over the CTA
 
   const int states = p.num_splits + 1;
   const long long first = static_cast<long long>(b) * states;
+  const int slice = tid / kSliceThreads, c8 = tid % kSliceThreads;
   const float* lse_col = p.part_lse + first * p.rows_cap + row;  // state s at s * rows_cap
-  float m = NegInf();
-  for (int s = tid; s < states; s += kCombineThreads) m = fmaxf(m, lse_col[static_cast<long long>(s) * p.rows_cap]);
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  if ((tid & 31) == 0) warp_max[tid >> 5] = m;
-  __syncthreads();
-  m = warp_max[0];
-#pragma unroll
-  for (int w = 1; w < kCombineThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
-  LseMerge merge(m);
-  for (int s = tid; s < states; s += kCombineThreads) {
-    const float lse = lse_col[static_cast<long long>(s) * p.rows_cap];
-    weights[s] = lse == NegInf() || merge.Empty() ? 0.f : FastExp2(lse - m);
-  }
-  __syncthreads();
+  const uint4* src = reinterpret_cast<const uint4*>(p.part_o + (first * p.rows_cap + row) * kVDim) + c8;
+  const long long state_stride = static_cast<long long>(p.rows_cap) * (kVDim / kCols);  // in uint4
 
-  const int slice = tid / 128, c4 = tid % 128;
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  // Four bf16 partial outputs per thread and state: one 8-byte load.
-  const uint2* src = reinterpret_cast<const uint2*>(p.part_o + (first * p.rows_cap + row) * kVDim) + c4;
-  const long long state_stride = static_cast<long long>(p.rows_cap) * (kVDim / 4);  // in uint2
-  // Batches of kBatch states: all loads of a batch are issued before any is used.
-  constexpr int kBatch = 8;
-  for (int s0 = slice; s0 < states; s0 += kBatch * kCombineSlices) {
-    uint2 v[kBatch];
-    float w[kBatch];
+  // Running (max, sum, weighted O) of this slice's states, in log2 units. The LSEs are the same for
+  // every thread of a slice, so the branches below are uniform over it.
+  float m = NegInf(), l = 0.f, acc[kCols];
 #pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
+  for (int c = 0; c < kCols; ++c) acc[c] = 0.f;
+  for (int s0 = slice; s0 < states; s0 += kCombineBatch * kCombineSlices) {
+    uint4 v[kCombineBatch];
+    float lse[kCombineBatch];
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; ++i) {
       const int s = s0 + i * kCombineSlices;
       const int sc = s < states ? s : states - 1;  // in range, so the loads need no branches
-      w[i] = s < states ? weights[sc] : 0.f;  // 0 for an empty state, whose O the split kernel zeroed
+      const float x = lse_col[static_cast<long long>(sc) * p.rows_cap];
       v[i] = src[sc * state_stride];
+      lse[i] = s < states ? x : NegInf();  // -inf: an empty state (its O is zero), weight 0
     }
+    float m_new = m;
 #pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      acc.x += w[i] * __uint_as_float(v[i].x << 16);
-      acc.y += w[i] * __uint_as_float(v[i].x & 0xffff0000u);
-      acc.z += w[i] * __uint_as_float(v[i].y << 16);
-      acc.w += w[i] * __uint_as_float(v[i].y & 0xffff0000u);
+    for (int i = 0; i < kCombineBatch; ++i) m_new = fmaxf(m_new, lse[i]);
+    if (m_new == NegInf()) continue;  // nothing but empty states so far
+    const float scale = FastExp2(m - m_new);  // 0 while m is -inf
+    l *= scale;
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) acc[c] *= scale;
+#pragma unroll
+    for (int i = 0; i < kCombineBatch; ++i) {
+      const float w = FastExp2(lse[i] - m_new);
+      l += w;
+      const unsigned words[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        acc[2 * c] += w * __uint_as_float(words[c] << 16);
+        acc[2 * c + 1] += w * __uint_as_float(words[c] & 0xffff0000u);
+      }
     }
+    m = m_new;
   }
-  if (slice > 0) slice_acc[slice - 1][c4] = acc;
+
+  if (c8 == 0) {
+    slice_m[slice] = m;
+    slice_l[slice] = l;
+  }
+  if (slice > 0) {
+    slice_acc[slice - 1][0][c8] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    slice_acc[slice - 1][1][c8] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+  }
   __syncthreads();
   if (slice > 0) return;
+  float mx = slice_m[0];
 #pragma unroll
-  for (int i = 0; i < kCombineSlices - 1; ++i) {  // fixed order: bitwise deterministic
-    const float4 v = slice_acc[i][c4];
-    acc.x += v.x;
-    acc.y += v.y;
-    acc.z += v.z;
-    acc.w += v.w;
+  for (int s = 1; s < kCombineSlices; ++s) mx = fmaxf(mx, slice_m[s]);
+  const bool empty = mx == NegInf();  // every state empty: zeros, LSE -inf
+  const float f0 = empty ? 0.f : FastExp2(m - mx);
+  float sum = l * f0;
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) acc[c] *= f0;
+#pragma unroll
+  for (int s = 1; s < kCombineSlices; ++s) {  // fixed order: bitwise deterministic
+    const float f = empty ? 0.f : FastExp2(slice_m[s] - mx);
+    sum += slice_l[s] * f;
+    const float4 a = slice_acc[s - 1][0][c8], bq = slice_acc[s - 1][1][c8];
+    acc[0] += f * a.x, acc[1] += f * a.y, acc[2] += f * a.z, acc[3] += f * a.w;
+    acc[4] += f * bq.x, acc[5] += f * bq.y, acc[6] += f * bq.z, acc[7] += f * bq.w;
   }
-  for (int s = 0; s < states; ++s) merge.weight_sum += weights[s];
-  const float inv = merge.Empty() ? 0.f : 1.f / merge.weight_sum;
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
   const long long n = rq.q0 + row / kHeads;
   const int h = row % kHeads;
-  unsigned short* dst = p.o + n * p.o_stride_n + h * p.o_stride_h + c4 * 4;
-  *reinterpret_cast<uint2*>(dst) =
-      make_uint2(PackBf16x2(acc.x * inv, acc.y * inv), PackBf16x2(acc.z * inv, acc.w * inv));
-  if (p.lse != nullptr && c4 == 0) p.lse[n * kHeads + h] = merge.LseNatural();
+  // Two 8-byte stores: o rows are only 8-byte aligned (o_stride_h % 4 == 0).
+  uint2* dst = reinterpret_cast<uint2*>(p.o + n * p.o_stride_n + h * p.o_stride_h + c8 * kCols);
+  dst[0] = make_uint2(PackBf16x2(acc[0] * inv, acc[1] * inv), PackBf16x2(acc[2] * inv, acc[3] * inv));
+  dst[1] = make_uint2(PackBf16x2(acc[4] * inv, acc[5] * inv), PackBf16x2(acc[6] * inv, acc[7] * inv));
+  if (p.lse != nullptr && c8 == 0)
+    p.lse[n * kHeads + h] = empty ? NegInf() : (mx + __log2f(sum)) * 0.69314718055994531f;
 }
 
 }  // namespace mla

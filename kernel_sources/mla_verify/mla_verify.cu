@@ -13,7 +13,7 @@ namespace mla {
 #if defined(__CUDA_ARCH__)
 using ArchTile = TileFor<UsesLargeTile(__CUDA_ARCH__ / 100)>::type;
 #else
-using ArchTile = ConfigSmall;
+using ArchTile = TileFor<false>::type;
 #endif
 
 template <int kTile>

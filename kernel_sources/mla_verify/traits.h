@@ -50,10 +50,10 @@ struct TileConfig {
 
 // sm_90/sm_100 (227 KB of shared memory per block): 64 rows x 64 KV rows, 8 warps.
 using ConfigLarge = TileConfig<2, 2, 64>;
-// sm_80/sm_89/sm_120 (99 KB): 16 rows x 32 KV rows, 4 warps (V quarters).
+// The first 99 KB tile: 16 rows x 32 KV rows, 4 warps (V quarters); kept for comparison.
 using ConfigSmall = TileConfig<1, 1, 32>;
-// Candidate for 99 KB: 32 rows x 16 KV rows, 4 warps as 2 row groups x 2 V halves; every KV row
-// streamed serves twice the query rows of ConfigSmall (half the L2 traffic for H8 D16).
+// sm_80/sm_89/sm_120 (99 KB): 32 rows x 16 KV rows, 4 warps as 2 row groups x 2 V halves; every KV
+// row streamed serves twice the query rows of ConfigSmall (half the L2 traffic for H8 D16).
 using ConfigSmall32 = TileConfig<1, 2, 16, 2>;
 
 // Shared memory of one CTA. Row-major tiles of 1152-byte rows with 16-byte chunks XOR-swizzled by
@@ -77,7 +77,7 @@ static_assert(sizeof(SmemPlan<ConfigSmall32>) <= kSmemLimitSmall, "small tile ex
 KJIT_MLA_HOST_DEVICE constexpr bool UsesLargeTile(int cc_major) { return cc_major == 9 || cc_major == 10; }
 template <bool kLarge>
 struct TileFor {
-  using type = ConfigSmall;
+  using type = ConfigSmall32;
 };
 template <>
 struct TileFor<true> {
@@ -89,10 +89,12 @@ struct TileFor<true> {
 enum TileId : int { kTileArch = 0, kTile16x32 = 1, kTile32x16 = 2 };
 constexpr int kNumTileIds = 3;
 
-// Combine: one CTA per query row; kCombineSlices groups of 128 threads (4 output columns each)
-// take every kCombineSlices-th state and are summed in slice order.
-constexpr int kCombineSlices = 4;
-constexpr int kCombineThreads = 128 * kCombineSlices;
+// Combine: one CTA per query row; kCombineSlices groups of 64 threads (8 output columns each)
+// take every kCombineSlices-th state, kCombineBatch states per memory round trip, and are merged in
+// slice order.
+constexpr int kCombineSlices = 8;
+constexpr int kCombineThreads = 64 * kCombineSlices;
+constexpr int kCombineBatch = 16;
 constexpr int kCombineMaxStates = 1024;  // num_splits + 1 (the plan enforces it)
 
 }  // namespace mla

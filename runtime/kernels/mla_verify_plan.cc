@@ -69,14 +69,14 @@ Status ValidateProblem(const MlaVerifyProblem& p) {
 }
 
 // Makespan (in KV-tile times) of one launch: the tree CTAs first (blockIdx.y == 0 is scheduled
-// first), then the prefix CTAs, each taken by the SM that frees first (one CTA per SM), plus the
-// workspace traffic the combine pays for every extra split.
-double EstimateTiles(int sm_count, long ctas_per_split, long prefix_tiles, long tree_tiles, int splits,
+// first), then the prefix CTAs, each taken by the CTA slot that frees first, plus the workspace
+// traffic the combine pays for every extra split.
+double EstimateTiles(int slots, long ctas_per_split, long prefix_tiles, long tree_tiles, int splits,
                      double state_tiles) {
   constexpr double kFixed = 1.5;  // Q load + partial-state write, in tile times
   const long per_split = (prefix_tiles + splits - 1) / splits;
   std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
-  for (int i = 0; i < sm_count; ++i) free_at.push(0.0);
+  for (int i = 0; i < slots; ++i) free_at.push(0.0);
   double end = 0;
   auto run = [&](double len) {
     const double t = free_at.top() + len;
@@ -103,7 +103,10 @@ int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const
   const long prefix = p.max_prefix > 0 ? p.max_prefix : 16384;  // unknown: a typical verify prefix
   const long prefix_tiles = std::max<long>(1, (prefix + tile.kv_tile - 1) / tile.kv_tile);
   const long tree_tiles = (p.max_draft + tile.kv_tile - 1) / tile.kv_tile;
-  const int sms = std::max(1, dev.sm_count);
+  // CTA slots: SMs times the CTAs whose shared memory fits one SM (a 99 KB tile forced on a
+  // 227 KB device runs two per SM; the registers allow it for every tile of traits.h).
+  const int per_sm = std::max(1, dev.max_smem_per_block_optin / std::max(1, tile.smem_bytes));
+  const int sms = std::max(1, dev.sm_count) * per_sm;
   // Combine traffic per extra state: the split kernel writes and the combine reads every row's
   // 1 KB bf16 partial O; measured on the H200 as ~3.7 bytes per ns (mostly L2-resident).
   const double state_bytes = 2.0 * p.batch * static_cast<double>(p.max_draft) * p.num_heads * kMlaVDim * 2;
@@ -152,7 +155,7 @@ MlaVerifyTile MlaVerifyTileFor(int cc_major, int force_tile) {
   };
   if (force_tile == mla::kTile16x32) return make(mla::ConfigSmall{});
   if (force_tile == mla::kTile32x16) return make(mla::ConfigSmall32{});
-  return mla::UsesLargeTile(cc_major) ? make(mla::ConfigLarge{}) : make(mla::ConfigSmall{});
+  return mla::UsesLargeTile(cc_major) ? make(mla::TileFor<true>::type{}) : make(mla::TileFor<false>::type{});
 }
 
 MlaVerifyTile MlaVerifyTileFor(int cc_major) { return MlaVerifyTileFor(cc_major, mla::kTileArch); }

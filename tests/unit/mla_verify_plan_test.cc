@@ -108,7 +108,8 @@ TEST(MlaVerifyPlanTest, TilePerArchFitsItsLimits) {
   EXPECT_EQ(big.rows, mla::ConfigLarge::kRows);
   EXPECT_EQ(big.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigLarge>)));
   EXPECT_LE(big.smem_bytes, 232448);
-  EXPECT_EQ(small.rows, mla::ConfigSmall::kRows);
+  EXPECT_EQ(small.rows, mla::ConfigSmall32::kRows);
+  EXPECT_EQ(small.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigSmall32>)));
   EXPECT_LE(small.smem_bytes, 101376);
   EXPECT_EQ(MlaVerifyTileFor(10).rows, big.rows);
   EXPECT_EQ(MlaVerifyTileFor(8).rows, small.rows);
@@ -145,7 +146,7 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   EXPECT_EQ(PlanMlaVerify(packed, H200())->specialization, "h16_packed");
   auto rtx = PlanMlaVerify(p, RtxPro6000());
   ASSERT_TRUE(rtx.ok()) << rtx.status();
-  EXPECT_EQ(rtx->main.grid[0], (rows + mla::ConfigSmall::kRows - 1) / mla::ConfigSmall::kRows);
+  EXPECT_EQ(rtx->main.grid[0], (rows + mla::ConfigSmall32::kRows - 1) / mla::ConfigSmall32::kRows);
   EXPECT_LE(rtx->main.dynamic_smem, 101376u);
   EXPECT_TRUE(rtx->combine.programmatic_dependent);
   driver::DeviceInfo a100 = RtxPro6000();
