@@ -10,6 +10,8 @@
 // "In use": every process that loaded an entry (a disk hit, or its own compile) keeps the entry
 // file open with a shared flock for as long as its CubinCache lives (the memory tier pins it).
 // Gc and Clear only remove entries on which they can take an exclusive flock without waiting.
+// (Cost: one open file descriptor per loaded entry.) Gc also removes lock files of absent entries
+// that nobody holds; a waiter that locked a removed lock file notices and locks the new one.
 //
 // LRU: the last-used time is a field in the entry's fixed header, rewritten in place by kjit on
 // load and (at most once a minute) on memory hits; the file system's atime is never consulted.

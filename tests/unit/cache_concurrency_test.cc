@@ -105,6 +105,8 @@ TEST(CacheConcurrency, EightProcessesCompileEachKeyOnce) {
   for (const Request& r : reqs) EXPECT_EQ(counts[r.key], 1) << r.specialization;
 }
 
+// The holder compiles for 3 s, so the waiter waits well past the 1 s notice even when the
+// machine delays its start.
 TEST(CacheConcurrency, WaiterIsToldWhatItWaitsFor) {
   TempDir dir;
   const std::string marker = dir.path() + "/compiles.log";
@@ -114,7 +116,7 @@ TEST(CacheConcurrency, WaiterIsToldWhatItWaitsFor) {
   ASSERT_EQ(pipe(gate), 0);
   std::vector<pid_t> kids;
   for (int p = 0; p < 2; ++p) {
-    kids.push_back(Spawn(gate, [&] { return FetchAll(cache_dir, reqs, 0, marker, 1800); },
+    kids.push_back(Spawn(gate, [&] { return FetchAll(cache_dir, reqs, 0, marker, 3000); },
                          dir.path() + "/stderr" + std::to_string(p)));
   }
   close(gate[1]);
@@ -139,7 +141,7 @@ TEST(CacheConcurrency, KilledCompilerDoesNotWedgeOthers) {
   const std::string cache_dir = dir.path() + "/cache";
   const std::vector<Request> reqs = {FakeRequest(300)};
   pid_t stuck = Spawn(nullptr, [&] { return FetchAll(cache_dir, reqs, 0, marker, 60000); });
-  for (int i = 0; i < 500 && CountLines(marker).empty(); ++i) {
+  for (int i = 0; i < 2000 && CountLines(marker).empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_EQ(CountLines(marker)[reqs[0].key], 1) << "first compiler never started";
