@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -30,7 +31,12 @@ std::string ToolkitId() {
         break;
       }
     }
-    return absl::StrCat("nvrtc ", nvrtc::Version(), "; headers CUDA_VERSION ", cuda_version);
+    std::string id = absl::StrCat("nvrtc ", nvrtc::Version(), "; headers CUDA_VERSION ", cuda_version);
+    // NVRTC appends these to every compile's options behind our back: they must reach the key.
+    if (const char* extra = std::getenv("NVRTC_APPEND_FLAGS"); extra != nullptr && *extra != '\0') {
+      absl::StrAppend(&id, "; NVRTC_APPEND_FLAGS=", extra);
+    }
+    return id;
   }();
   return id;
 }

@@ -29,6 +29,9 @@ const std::vector<std::string>& DefaultOptions() {
       // Internal-linkage symbols get a random suffix per compile unless seeded; every program is
       // its own module (nothing links them together), so one fixed seed keeps cubins byte-identical.
       "-frandom-seed=0",
+      // With a driver present NVRTC 13 keeps its own cache in the driver's compute cache and, on a
+      // hit, returns the cubin with an empty log (no resource report). kjit's cache is the one.
+      "--no-cache",
   };
   return defaults;
 }

@@ -191,5 +191,32 @@ TEST_F(KernelTree, CompilesLoadsAndLaunches) {
   EXPECT_NE(std::string(bad.status().message()).find("CUDA_ERROR"), std::string::npos) << bad.status();
 }
 
+TEST_F(WithDriver, WholeCatalogLoadsOnTheDevice) {
+  auto devices = Devices();
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  const DeviceInfo& dev = devices->front();
+  const auto& catalog = kernels::Catalog();
+  ASSERT_FALSE(catalog.empty());
+  kernels::KernelCompiler compiler(nullptr);
+  auto results = compiler.GetAll(catalog, {dev.arch});
+  std::vector<kernels::CompiledKernel> compiled;
+  for (auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    compiled.push_back(std::move(*r));
+  }
+  auto loaded = kernels::LoadedKernels::Load(compiled, dev);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  for (const kernels::Specialization& s : catalog) {
+    for (const std::string& expr : s.name_expressions) {
+      auto fn = (*loaded)->Function(s.family, s.name, expr);
+      ASSERT_TRUE(fn.ok()) << fn.status();
+      int regs = 0;
+      const Api* api = *Get();
+      ASSERT_TRUE(Check(api->cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, *fn), "regs").ok());
+      EXPECT_GT(regs, 0) << s.name << " " << expr;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kjit::driver

@@ -75,6 +75,10 @@ TEST(NvrtcTest, NormalizedOptionsSpellOutDefaults) {
   auto count = [&](const std::string& s) { return std::count(o.begin(), o.end(), s); };
   EXPECT_EQ(count("-std=c++17"), 1);
   EXPECT_EQ(count("--ptxas-options=--verbose"), 1);
+  // Without these, cubins differ run to run (random internal symbol suffixes) and, with a driver,
+  // NVRTC's own cache returns cubins without a resource report.
+  EXPECT_EQ(count("-frandom-seed=0"), 1);
+  EXPECT_EQ(count("--no-cache"), 1);
   EXPECT_EQ(count("--ftz=false"), 0);  // replaced by the request's --ftz=true
   EXPECT_EQ(count("--ftz=true"), 1);
   EXPECT_EQ(count("-DKJIT_X=1"), 1);
