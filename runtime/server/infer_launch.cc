@@ -15,7 +15,9 @@ constexpr size_t kAlign = 256;
 size_t AlignUp(size_t x) { return (std::max<size_t>(x, 1) + kAlign - 1) & ~(kAlign - 1); }
 
 const uint8_t* HostPtr(const TensorSource& s) {
-  return s.kind == Kind::kInline ? s.host : s.region->system->data() + s.offset;
+  if (s.kind != Kind::kInline) return s.region->system->data() + s.offset;
+  // `owned` may have moved with its TensorSource (a short string's bytes move with it).
+  return s.owned.empty() ? s.host : reinterpret_cast<const uint8_t*>(s.owned.data());
 }
 
 uint64_t NeededBytes(const kernels::TensorDesc& t) {
@@ -52,12 +54,27 @@ Status CheckIndptrs(ParsedInfer* p) {
     if (idx < 0) return std::vector<uint8_t>();
     return ReadToHost(p->input_src[idx], p->inputs[idx].byte_size);
   };
-  KJIT_ASSIGN_OR_RETURN(auto qo, read(3));
-  KJIT_ASSIGN_OR_RETURN(auto kv, read(4));
-  KJIT_ASSIGN_OR_RETURN(auto mask, read(8));
+  KJIT_ASSIGN_OR_RETURN(auto qo, read(kSlotQoIndptr));
+  KJIT_ASSIGN_OR_RETURN(auto kv, read(kSlotKvIndptr));
+  KJIT_ASSIGN_OR_RETURN(auto mask, read(kSlotMaskIndptr));
   const auto qo32 = As<int32_t>(qo), kv32 = As<int32_t>(kv);
   const auto mask64 = As<int64_t>(mask);
-  return kernels::CheckMlaVerifyIndptrs(qo32, kv32, mask64, &p->problem);
+  KJIT_RETURN_IF_ERROR(kernels::CheckMlaVerifyIndptrs(qo32, kv32, mask64, &p->problem));
+  // The launch stages these exact bytes: a client that rewrites its shared memory or device buffer
+  // between this check and the launch cannot hand the kernels index pointers that were not checked.
+  const std::vector<uint8_t>* copies[] = {&qo, &kv, &mask};
+  const int slots[] = {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr};
+  for (int k = 0; k < 3; ++k) {
+    const int idx = p->layout.input_slot[slots[k]];
+    if (idx < 0) continue;
+    TensorSource& src = p->input_src[idx];
+    src.kind = Kind::kInline;
+    src.owned.assign(copies[k]->begin(), copies[k]->end());
+    src.host = reinterpret_cast<const uint8_t*>(src.owned.data());
+    src.region.reset();
+    src.offset = 0;
+  }
+  return absl::OkStatus();
 }
 
 Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelInferResponse* resp,
@@ -119,6 +136,16 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     const TensorSource& s = p->output_src[i];
     return s.kind == Kind::kCuda ? s.region->cuda->base() + s.offset : staging + out_off[i];
   };
+  // From the first queued copy on, an error return first waits for the queued work: the regions
+  // that `p` holds (released when the caller drops it) must outlive every use of them on the GPU.
+  struct DrainOnError {
+    const driver::Api* api;
+    CUstream stream;
+    bool armed = true;
+    ~DrainOnError() {
+      if (armed) (void)api->cuStreamSynchronize(stream);
+    }
+  } drain{api, stream};
   for (size_t i = 0; i < p->inputs.size(); ++i) {
     const TensorSource& s = p->input_src[i];
     if (s.kind == Kind::kCuda || p->inputs[i].byte_size == 0) continue;
@@ -160,6 +187,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     for (const auto& s : p->input_src) refs.push_back(s.region);
     for (const auto& s : p->output_src) refs.push_back(s.region);
     KJIT_RETURN_IF_ERROR(dev->HoldUntilDone(std::move(refs)));
+    drain.armed = false;
     for (size_t i = 0; i < p->outputs.size(); ++i) resp->add_raw_output_contents();
     return absl::OkStatus();
   }
@@ -168,6 +196,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
       api->cuMemcpyDtoHAsync(err_word, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
       "reading the error word"));
   KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "cuStreamSynchronize(launch)"));
+  drain.armed = false;
   *compute_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now() - t0).count();
   const uint32_t err = *err_word;

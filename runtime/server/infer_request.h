@@ -16,6 +16,9 @@
 
 namespace kjit::server {
 
+// Positions in kernels::kMlaVerifyInputs of the index pointers the server reads on the host.
+inline constexpr int kSlotQoIndptr = 3, kSlotKvIndptr = 4, kSlotMaskIndptr = 8;
+
 struct TensorSource {
   enum class Kind { kInline, kSystem, kCuda } kind = Kind::kInline;
   const uint8_t* host = nullptr;  // kInline: the request's bytes (or `owned`)
@@ -41,7 +44,9 @@ struct ParsedInfer {
 StatusOr<ParsedInfer> ParseInferRequest(Daemon* d, const inference::ModelInferRequest& req);
 
 // Reads the index pointers (from wherever they live) and runs the schema's content checks. For
-// CUDA-resident ones the region's device context must be current.
+// CUDA-resident ones the region's device context must be current. On success each index pointer's
+// source becomes the validated host copy (kInline, region released): the launch stages exactly the
+// bytes that were checked, whatever the client writes to its memory afterwards.
 Status CheckIndptrs(ParsedInfer* p);
 
 // The parameter names a client may send that kjit ignores (PROTOCOL.md "reserved").

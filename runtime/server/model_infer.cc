@@ -15,7 +15,7 @@ Status Infer(Daemon* d, const inference::ModelInferRequest& req, inference::Mode
   *model = p.model;
   // Device-resident index pointers are read back through the device's context.
   bool cuda_indptr = false;
-  for (int slot : {3, 4, 8}) {
+  for (int slot : {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr}) {
     const int i = p.layout.input_slot[slot];
     cuda_indptr |= i >= 0 && p.input_src[i].kind == TensorSource::Kind::kCuda;
   }

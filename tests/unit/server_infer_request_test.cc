@@ -1,0 +1,157 @@
+// ModelInfer request parsing and the index-pointer check on the host: the launch must stage the
+// bytes that were validated, never re-read the client's memory (a client rewriting its shared
+// memory between the check and the launch would otherwise hand the kernels unchecked offsets).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <limits>
+
+#include "runtime/server/infer_request.h"
+
+namespace kjit::server {
+namespace {
+
+using Req = inference::ModelInferRequest;
+
+template <typename T>
+std::string Bytes(std::initializer_list<T> v) {
+  std::string s(v.size() * sizeof(T), '\0');
+  std::memcpy(s.data(), std::data(v), s.size());
+  return s;
+}
+
+void AddInput(Req* r, const std::string& name, const std::string& dt, std::vector<int64_t> shape,
+              std::string raw) {
+  auto* in = r->add_inputs();
+  in->set_name(name);
+  in->set_datatype(dt);
+  for (int64_t d : shape) in->add_shape(d);
+  r->add_raw_input_contents(std::move(raw));
+}
+
+// B = 1, D = 2, P = 3, H = 8, S = 4; qo_indptr, kv_indptr and mask_indptr from region "host" at
+// byte offsets 0, 64 and 128.
+Req RegionIndptrRequest() {
+  Req r;
+  r.set_model_name("mla_verify");
+  (*r.mutable_parameters())["sm_scale"].set_double_param(0.125);
+  AddInput(&r, "q", "BF16", {2, 8, 576}, std::string(2 * 8 * 576 * 2, '\0'));
+  AddInput(&r, "k_extend", "BF16", {2, 1, 576}, std::string(2 * 576 * 2, '\0'));
+  AddInput(&r, "kv_cache", "BF16", {4, 1, 576}, std::string(4 * 576 * 2, '\0'));
+  AddInput(&r, "kv_indices", "INT64", {3}, Bytes<int64_t>({1, 2, 3}));
+  AddInput(&r, "custom_mask", "BOOL", {10}, std::string(10, '\1'));
+  auto region_input = [&](const std::string& name, const std::string& dt, int64_t offset, int64_t size) {
+    auto* in = r.add_inputs();
+    in->set_name(name);
+    in->set_datatype(dt);
+    in->add_shape(2);
+    auto& p = *in->mutable_parameters();
+    p["shared_memory_region"].set_string_param("host");
+    p["shared_memory_offset"].set_int64_param(offset);
+    p["shared_memory_byte_size"].set_int64_param(size);
+  };
+  region_input("qo_indptr", "INT32", 0, 8);
+  region_input("kv_indptr", "INT32", 64, 8);
+  region_input("mask_indptr", "INT64", 128, 16);
+  r.add_outputs()->set_name("o");
+  return r;
+}
+
+class InferRequestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    key_ = "/kjit-infer-request-test-" + std::to_string(getpid());
+    const int fd = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, 4096), 0);
+    map_ = static_cast<uint8_t*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    close(fd);
+    ASSERT_NE(map_, MAP_FAILED);
+    Write<int32_t>(0, {0, 2});
+    Write<int32_t>(64, {0, 3});
+    Write<int64_t>(128, {0, 10});
+    auto shm = ipc::SystemShmRegion::Open(key_, 0, 4096);
+    ASSERT_TRUE(shm.ok()) << shm.status();
+    auto region = std::make_shared<ipc::Region>();
+    region->name = "host";
+    region->system = *std::move(shm);
+    ASSERT_TRUE(d_.regions.AddRegion(std::move(region)).ok());
+  }
+  void TearDown() override {
+    d_.regions.Clear();
+    if (map_ != nullptr && map_ != MAP_FAILED) munmap(map_, 4096);
+    shm_unlink(key_.c_str());
+  }
+  template <typename T>
+  void Write(size_t offset, std::initializer_list<T> v) {
+    std::memcpy(map_ + offset, std::data(v), v.size() * sizeof(T));
+  }
+  const TensorSource& Source(const ParsedInfer& p, int slot) {
+    return p.input_src[p.layout.input_slot[slot]];
+  }
+
+  std::string key_;
+  uint8_t* map_ = nullptr;
+  Daemon d_;
+};
+
+TEST_F(InferRequestTest, LaunchUsesTheValidatedCopyNotTheRegion) {
+  auto parsed = ParseInferRequest(&d_, RegionIndptrRequest());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ParsedInfer p = *std::move(parsed);
+  EXPECT_EQ(Source(p, kSlotQoIndptr).kind, TensorSource::Kind::kSystem);
+  ASSERT_TRUE(CheckIndptrs(&p).ok());
+  // The client now rewrites every index pointer with offsets far outside its buffers.
+  Write<int32_t>(0, {0, 1 << 30});
+  Write<int32_t>(64, {0, 1 << 30});
+  Write<int64_t>(128, {std::numeric_limits<int64_t>::max() - 4, 0});
+  const std::string want[] = {Bytes<int32_t>({0, 2}), Bytes<int32_t>({0, 3}), Bytes<int64_t>({0, 10})};
+  const int slots[] = {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr};
+  for (int k = 0; k < 3; ++k) {
+    const TensorSource& s = Source(p, slots[k]);
+    EXPECT_EQ(s.kind, TensorSource::Kind::kInline) << "slot " << slots[k];
+    EXPECT_EQ(s.region, nullptr) << "slot " << slots[k];
+    EXPECT_EQ(s.owned, want[k]) << "slot " << slots[k];
+    ASSERT_EQ(s.byte_size, want[k].size());
+    EXPECT_EQ(std::memcmp(s.host, want[k].data(), want[k].size()), 0) << "slot " << slots[k];
+  }
+  EXPECT_EQ(p.problem.max_draft, 2);
+  EXPECT_EQ(p.problem.max_prefix, 3);
+}
+
+TEST_F(InferRequestTest, RegionContentsAreCheckedAndSourcesKeptOnError) {
+  Write<int64_t>(128, {0, 9});  // D * (P + D) = 10
+  auto parsed = ParseInferRequest(&d_, RegionIndptrRequest());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ParsedInfer p = *std::move(parsed);
+  const Status s = CheckIndptrs(&p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'mask_indptr'"), std::string::npos) << s;
+}
+
+TEST_F(InferRequestTest, UnregisterAfterParseKeepsTheMappingAlive) {
+  auto parsed = ParseInferRequest(&d_, RegionIndptrRequest());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ParsedInfer p = *std::move(parsed);
+  d_.regions.RemoveRegion(ipc::RegionKind::kSystem, "host");  // a concurrent unregister
+  EXPECT_EQ(d_.regions.FindRegion("host").status().code(), absl::StatusCode::kNotFound);
+  // The request's reference keeps the mapping: the check still reads the client's bytes.
+  ASSERT_TRUE(CheckIndptrs(&p).ok());
+  EXPECT_EQ(Source(p, kSlotKvIndptr).owned, Bytes<int32_t>({0, 3}));
+}
+
+TEST(InferRequestParse, ReservedParameterNames) {
+  for (const char* name : {"sequence_id", "sequence_start", "priority", "timeout", "headers",
+                           "binary_data_output", "triton_enable_empty_final_response"}) {
+    EXPECT_TRUE(IsReservedParameter(name)) << name;
+  }
+  for (const char* name : {"sm_scale", "kjit_device", "prio", "timeouts", "header", "Triton_x"}) {
+    EXPECT_FALSE(IsReservedParameter(name)) << name;
+  }
+}
+
+}  // namespace
+}  // namespace kjit::server
