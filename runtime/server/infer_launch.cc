@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "runtime/ipc/sigbus_guard.h"
 #include "runtime/server/family_dispatch.h"
 
 namespace kjit::server {
@@ -26,10 +27,19 @@ uint64_t NeededBytes(const kernels::TensorDesc& t) {
   return n;
 }
 
-StatusOr<std::vector<uint8_t>> ReadToHost(const TensorSource& s, uint64_t bytes) {
+std::string SourceName(const std::string& tensor, const TensorSource& s) {
+  return absl::StrCat("tensor '", tensor, "' (region '", s.region ? s.region->name : "", "')");
+}
+
+StatusOr<std::vector<uint8_t>> ReadToHost(const std::string& tensor, const TensorSource& s,
+                                          uint64_t bytes) {
   std::vector<uint8_t> out(bytes);
   if (bytes == 0) return out;
-  if (s.kind != Kind::kCuda) {
+  if (s.kind == Kind::kSystem) {
+    KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(out.data(), HostPtr(s), bytes, SourceName(tensor, s).c_str()));
+    return out;
+  }
+  if (s.kind == Kind::kInline) {
     std::memcpy(out.data(), HostPtr(s), bytes);
     return out;
   }
@@ -52,7 +62,7 @@ Status CheckIndptrs(ParsedInfer* p) {
   auto read = [&](int slot) -> StatusOr<std::vector<uint8_t>> {
     const int idx = p->layout.input_slot[slot];
     if (idx < 0) return std::vector<uint8_t>();
-    return ReadToHost(p->input_src[idx], p->inputs[idx].byte_size);
+    return ReadToHost(p->inputs[idx].name, p->input_src[idx], p->inputs[idx].byte_size);
   };
   KJIT_ASSIGN_OR_RETURN(auto qo, read(kSlotQoIndptr));
   KJIT_ASSIGN_OR_RETURN(auto kv, read(kSlotKvIndptr));
@@ -149,8 +159,16 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   for (size_t i = 0; i < p->inputs.size(); ++i) {
     const TensorSource& s = p->input_src[i];
     if (s.kind == Kind::kCuda || p->inputs[i].byte_size == 0) continue;
+    // System memory is first copied out under the SIGBUS guard (the driver must never fault on a
+    // truncated client object); a pageable copy has taken its bytes when the call returns.
+    std::vector<uint8_t> bounce;
+    const uint8_t* host = HostPtr(s);
+    if (s.kind == Kind::kSystem) {
+      KJIT_ASSIGN_OR_RETURN(bounce, ReadToHost(p->inputs[i].name, s, p->inputs[i].byte_size));
+      host = bounce.data();
+    }
     KJIT_RETURN_IF_ERROR(driver::Check(
-        api->cuMemcpyHtoDAsync(staging + in_off[i], HostPtr(s), p->inputs[i].byte_size, stream),
+        api->cuMemcpyHtoDAsync(staging + in_off[i], host, p->inputs[i].byte_size, stream),
         absl::StrCat("staging input ", p->inputs[i].name)));
   }
   kernels::MlaVerifyBuffers b;
@@ -214,15 +232,21 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     const TensorSource& s = p->output_src[i];
     const uint64_t n = NeededBytes(p->outputs[i]);
     if (s.kind == Kind::kCuda || n == 0) continue;
+    std::vector<uint8_t> bounce;  // system memory is written under the SIGBUS guard
     uint8_t* dst = nullptr;
     if (s.kind == Kind::kInline) {
       raw->resize(n);
       dst = reinterpret_cast<uint8_t*>(raw->data());
     } else {
-      dst = s.region->system->data() + s.offset;
+      bounce.resize(n);
+      dst = bounce.data();
     }
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(dst, staging + out_off[i], n),
                                        absl::StrCat("reading output ", p->outputs[i].name)));
+    if (s.kind == Kind::kSystem) {
+      KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(s.region->system->data() + s.offset, bounce.data(), n,
+                                            SourceName(p->outputs[i].name, s).c_str()));
+    }
   }
   return absl::OkStatus();
 }

@@ -1,0 +1,17 @@
+// Copies that touch a client's POSIX shared memory mapping. The client can shrink the object at
+// any time (ftruncate); touching a mapped page past the object's new end raises SIGBUS, which
+// would kill the daemon. These copies catch that fault on the calling thread and return an error.
+#pragma once
+
+#include <cstddef>
+
+#include "runtime/common/status.h"
+
+namespace kjit::ipc {
+
+// memcpy(dst, src, n) where src or dst may lie in a shared mapping. On SIGBUS: INVALID_ARGUMENT
+// saying that `what` is no longer backed by its shared memory object (dst may be partly written).
+// A SIGBUS raised anywhere else keeps the process's previous disposition.
+Status GuardedCopy(void* dst, const void* src, size_t n, const char* what);
+
+}  // namespace kjit::ipc
