@@ -1,0 +1,69 @@
+// Test helper: ModelInfer requests for the mla_verify model (a small valid one to mutate) and a
+// call with a deadline, for the end-to-end tests against a compile-only kjitd.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "inference/grpc_service.grpc.pb.h"
+
+namespace kjit::testing {
+
+using Req = inference::ModelInferRequest;
+
+template <typename T>
+inline std::string Bytes(std::initializer_list<T> v) {
+  std::string s(v.size() * sizeof(T), '\0');
+  std::memcpy(s.data(), std::data(v), s.size());
+  return s;
+}
+
+inline void AddInput(Req* r, const std::string& name, const std::string& dt, std::vector<int64_t> shape,
+                     std::string raw) {
+  auto* in = r->add_inputs();
+  in->set_name(name);
+  in->set_datatype(dt);
+  for (int64_t d : shape) in->add_shape(d);
+  r->add_raw_input_contents(std::move(raw));
+}
+
+// B = 1, D = 2, P = 3, H = 8, S = 4. Inputs in schema order: q 0, k_extend 1, kv_cache 2,
+// qo_indptr 3, kv_indptr 4, kv_indices 5, custom_mask 6, mask_indptr 7.
+inline Req ValidRequest() {
+  Req r;
+  r.set_model_name("mla_verify");
+  (*r.mutable_parameters())["sm_scale"].set_double_param(0.125);
+  AddInput(&r, "q", "BF16", {2, 8, 576}, std::string(2 * 8 * 576 * 2, '\0'));
+  AddInput(&r, "k_extend", "BF16", {2, 1, 576}, std::string(2 * 576 * 2, '\0'));
+  AddInput(&r, "kv_cache", "BF16", {4, 1, 576}, std::string(4 * 576 * 2, '\0'));
+  AddInput(&r, "qo_indptr", "INT32", {2}, Bytes<int32_t>({0, 2}));
+  AddInput(&r, "kv_indptr", "INT32", {2}, Bytes<int32_t>({0, 3}));
+  AddInput(&r, "kv_indices", "INT64", {3}, Bytes<int64_t>({1, 2, 3}));
+  AddInput(&r, "custom_mask", "BOOL", {10}, std::string(10, '\1'));
+  AddInput(&r, "mask_indptr", "INT64", {2}, Bytes<int64_t>({0, 10}));
+  r.add_outputs()->set_name("o");
+  return r;
+}
+
+inline void DropInput(Req* r, int i) {
+  r->mutable_inputs()->DeleteSubrange(i, 1);
+  r->mutable_raw_input_contents()->DeleteSubrange(i, 1);
+}
+
+inline grpc::Status Infer(inference::GRPCInferenceService::Stub* stub, const Req& r) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  inference::ModelInferResponse resp;
+  grpc::Status s = stub->ModelInfer(&ctx, r, &resp);
+  if (!s.ok()) {
+    EXPECT_EQ(resp.raw_output_contents_size(), 0) << "an error carries no outputs";
+  }
+  return s;
+}
+
+}  // namespace kjit::testing
