@@ -32,6 +32,7 @@ def stubs():
 
 class Daemon:
     def __init__(self, extra=()):
+        grpc = stubs()[0]  # before the daemon starts: a failed import must not leave it running
         self.dir = tempfile.mkdtemp(prefix="kjitd-py-")
         self.socket = os.path.join(self.dir, "kjitd.sock")
         self.proc = subprocess.Popen(
@@ -40,9 +41,9 @@ class Daemon:
         deadline = time.time() + 120
         while not os.path.exists(self.socket):
             if self.proc.poll() is not None or time.time() > deadline:
+                self.proc.kill()
                 raise RuntimeError("kjitd did not start")
             time.sleep(0.01)
-        grpc = stubs()[0]
         self.target = "unix://" + self.socket
         self.channel = grpc.insecure_channel(self.target, options=OPTIONS)
         grpc.channel_ready_future(self.channel).result(timeout=60)
@@ -211,4 +212,8 @@ if __name__ == "__main__":
     parser.add_argument("--stubs", required=True)
     ARGS, rest = parser.parse_known_args()
     sys.path.insert(0, ARGS.stubs)
+    try:
+        stubs()
+    except ImportError as e:
+        sys.exit(f"generated stubs missing under {ARGS.stubs} (build target kjit_proto_python): {e}")
     unittest.main(argv=[sys.argv[0], "-v", *rest])
