@@ -40,6 +40,7 @@ class DeviceRuntime {
   // stream so far has finished; Reap drops those whose work is done. Hold mu().
   Status HoldUntilDone(std::vector<std::shared_ptr<const void>> refs);
   void Reap();
+  size_t in_flight() const { return in_flight_.size(); }  // held launches not yet reaped
 
  private:
   DeviceRuntime(driver::DeviceInfo info, driver::Context ctx, driver::Stream stream)

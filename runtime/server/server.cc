@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <climits>
+#include <thread>
 
 #include "runtime/server/inference_service.h"
 #include "runtime/server/kernel_service.h"
@@ -81,10 +82,18 @@ Status RunDaemon(const Flags& flags) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   server->Wait();
   d.regions.Clear();
+  // Asynchronous launches may still be queued (one may wait on a client's event): they get a
+  // bounded time to finish, so that their regions stay mapped while they run and the clients'
+  // signal events fire, before the contexts go away.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (auto& dev : d.devices) {
     std::lock_guard<std::mutex> lock(dev->mu());
     (void)dev->context().MakeCurrent();
     dev->Reap();
+    while (dev->in_flight() > 0 && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      dev->Reap();
+    }
   }
   unlink(flags.socket.c_str());
   if (d.poisoned) return absl::InternalError("stopped after a CUDA error made a GPU context unusable");
