@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kjit/v1/kernel_service.grpc.pb.h"
 #include "tests/e2e/daemon_process.h"
 #include "tests/e2e/infer_requests.h"
 
@@ -165,6 +166,28 @@ TEST_F(MalformedTest, SharedMemoryParameters) {
   r = ValidRequest();
   r.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1.f);  // BF16 cannot be typed
   Expect(r, StatusCode::INVALID_ARGUMENT, "'q'");
+}
+
+TEST_F(MalformedTest, ArchStringsAreStrict) {
+  auto kernels = kjit::v1::KernelService::NewStub(daemon_->Channel());
+  for (const char* arch : {"sm_", "sm_9", "sm_1234", "sm_90 --define-macro=X", "sm_90ab", "sm_/../x",
+                           "compute_90", "SM_90"}) {
+    grpc::ClientContext c1, c2;
+    kjit::v1::GetKernelRequest gk;
+    gk.set_family("mla_verify_naive");
+    gk.set_specialization("bool");
+    gk.set_arch(arch);
+    kjit::v1::GetKernelResponse gkr;
+    const grpc::Status s = kernels->GetKernel(&c1, gk, &gkr);
+    EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << arch << ": " << s.error_message();
+    kjit::v1::CompileRequest cr;
+    cr.set_family("mla_verify_naive");
+    cr.add_archs(arch);
+    auto stream = kernels->Compile(&c2, cr);
+    kjit::v1::CompileProgress progress;
+    EXPECT_FALSE(stream->Read(&progress)) << arch << ": compiled";
+    EXPECT_EQ(stream->Finish().error_code(), StatusCode::INVALID_ARGUMENT) << arch;
+  }
 }
 
 }  // namespace
