@@ -138,6 +138,33 @@ TEST_F(ShmTest, CudaRegionsWithoutGpu) {
   EXPECT_TRUE(stub_->CudaSharedMemoryUnregister(&c5, ureq, &uresp).ok());
 }
 
+TEST_F(ShmTest, CudaRegisterChecksBeforeTheGpu) {
+  // Handle length, byte size and name are the client's errors even on a compile-only daemon.
+  auto reg = [&](const std::string& name, size_t handle_bytes, uint64_t size) {
+    grpc::ClientContext ctx;
+    inference::CudaSharedMemoryRegisterRequest req;
+    req.set_name(name);
+    req.set_raw_handle(std::string(handle_bytes, '\1'));
+    req.set_device_id(0);
+    req.set_byte_size(size);
+    inference::CudaSharedMemoryRegisterResponse resp;
+    return stub_->CudaSharedMemoryRegister(&ctx, req, &resp);
+  };
+  EXPECT_EQ(reg("gpu", 64, 0).error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(reg("", 64, 256).error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(reg("gpu", 0, 256).error_code(), StatusCode::INVALID_ARGUMENT);
+  const grpc::Status s = reg("gpu", 63, 256);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("64"), std::string::npos) << s.error_message();
+  grpc::ClientContext c1, c2;
+  inference::CudaSharedMemoryStatusRequest sreq;
+  sreq.set_name("gpu");
+  inference::CudaSharedMemoryStatusResponse st;
+  EXPECT_EQ(stub_->CudaSharedMemoryStatus(&c1, sreq, &st).error_code(), StatusCode::NOT_FOUND);
+  inference::CudaSharedMemoryUnregisterResponse uresp;
+  EXPECT_TRUE(stub_->CudaSharedMemoryUnregister(&c2, {}, &uresp).ok());  // empty name: all
+}
+
 TEST_F(ShmTest, SystemAndCudaShareOneNameSpace) {
   ASSERT_EQ(Register("shared", key_, 0, 64), StatusCode::OK);
   // A CUDA unregister of a system region's name leaves it alone.
