@@ -72,12 +72,16 @@ Status CheckIndptrs(ParsedInfer* p) {
   KJIT_RETURN_IF_ERROR(kernels::CheckMlaVerifyIndptrs(qo32, kv32, mask64, &p->problem));
   // The launch stages these exact bytes: a client that rewrites its shared memory or device buffer
   // between this check and the launch cannot hand the kernels index pointers that were not checked.
+  // Exception: an asynchronous launch (kjit_signal_event) reads device-resident ones in place, since
+  // staging from pageable memory would synchronize the stream on the host; the kernels' own checks
+  // against the validated sizes keep it inside the buffers (KERNEL.md error word).
   const std::vector<uint8_t>* copies[] = {&qo, &kv, &mask};
   const int slots[] = {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr};
   for (int k = 0; k < 3; ++k) {
     const int idx = p->layout.input_slot[slots[k]];
     if (idx < 0) continue;
     TensorSource& src = p->input_src[idx];
+    if (src.kind == Kind::kCuda && !p->signal_event.empty()) continue;
     src.kind = Kind::kInline;
     src.owned.assign(copies[k]->begin(), copies[k]->end());
     src.host = reinterpret_cast<const uint8_t*>(src.owned.data());

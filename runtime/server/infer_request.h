@@ -46,7 +46,8 @@ StatusOr<ParsedInfer> ParseInferRequest(Daemon* d, const inference::ModelInferRe
 // Reads the index pointers (from wherever they live) and runs the schema's content checks. For
 // CUDA-resident ones the region's device context must be current. On success each index pointer's
 // source becomes the validated host copy (kInline, region released): the launch stages exactly the
-// bytes that were checked, whatever the client writes to its memory afterwards.
+// bytes that were checked, whatever the client writes to its memory afterwards. Asynchronous
+// launches (kjit_signal_event) keep CUDA-resident index pointers in place (no host stream sync).
 Status CheckIndptrs(ParsedInfer* p);
 
 // The parameter names a client may send that kjit ignores (PROTOCOL.md "reserved").
