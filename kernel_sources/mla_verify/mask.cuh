@@ -28,9 +28,13 @@ struct TreeMask {
       row_pitch = (rq.draft + 31) / 32;
       ok = base >= 0 && base + row_pitch * rq.draft <= p.mask_len;
     } else {
-      base = p.mask_indptr[b] + rq.prefix;
+      // mask_indptr is client data: bound it before any sum with it can overflow (the request's
+      // own extent is a product of real buffer sizes).
+      const long long start = p.mask_indptr[b];
       row_pitch = rq.prefix + rq.draft;
-      ok = p.mask_indptr[b] >= 0 && base + row_pitch * (rq.draft - 1) + rq.draft <= p.mask_len;
+      const long long extent = rq.prefix + row_pitch * (rq.draft - 1) + rq.draft;
+      ok = start >= 0 && start <= p.mask_len && extent <= p.mask_len - start;
+      base = ok ? start + rq.prefix : 0;
     }
   }
 

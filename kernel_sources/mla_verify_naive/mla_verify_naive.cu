@@ -52,10 +52,13 @@ __device__ bool FindRow(const NaiveParams& p, long long n, Row* row) {
         row->mask_pitch = words;
         row->mask_ok = row->mask_base + words <= p.mask_len;
       } else {
+        // mask_indptr is client data: bound it before any sum with it can overflow. The offset
+        // within the request is a product of real buffer sizes (rows of q, kv_indices).
         const long long start = p.mask_indptr[b];
         row->mask_pitch = row->prefix + d;
-        row->mask_base = start + row->r * row->mask_pitch + row->prefix;
-        row->mask_ok = start >= 0 && row->mask_base + d <= p.mask_len;
+        const long long offset = row->r * row->mask_pitch + row->prefix;
+        row->mask_ok = start >= 0 && start <= p.mask_len && offset + d <= p.mask_len - start;
+        row->mask_base = row->mask_ok ? start + offset : 0;
       }
       return true;
     }

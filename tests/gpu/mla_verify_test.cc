@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <limits>
 #include <string>
 
 #include "tests/gpu/mla_gpu_harness.h"
@@ -260,6 +261,20 @@ TEST_P(MlaVerifyGpu, SanitizeOutOfRangeSlot) {
   const RunResult run = Check(WithOutOfRangeSlots(SmallSpec(72, kernels::MaskKind::kBool)), "small out-of-range");
   ASSERT_FALSE(run.o.empty());
   EXPECT_TRUE(run.error_word & kernels::kMlaErrKvIndexOutOfRange);
+}
+
+// mask_indptr is client data that reaches the kernels unchecked on the in-process and asynchronous
+// paths: values whose sums with the request's extent overflow must be reported, never read through.
+TEST_P(MlaVerifyGpu, SanitizeHugeMaskIndptrIsReportedNotRead) {
+  for (int64_t start : {std::numeric_limits<int64_t>::max() - 3, std::numeric_limits<int64_t>::min() + 1,
+                        int64_t{1} << 62}) {
+    MlaCase c = reference::MakeCase(SmallSpec(73, kernels::MaskKind::kBool));
+    c.mask_indptr[0] = start;
+    StatusOr<RunResult> run = RunOnce(family(), c);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_TRUE(run->error_word & kernels::kMlaErrBadIndptr) << "mask_indptr[0] = " << start << ", error word "
+                                                             << run->error_word;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, MlaVerifyGpu, ::testing::Values(kFast, kNaive),
