@@ -1,7 +1,7 @@
 #!/bin/bash
 # run.sh [kjitd flags...]: install the build dependencies, build kjitd, and run it in the foreground
 # with the defaults (Unix socket per PROTOCOL.md; TCP only with --listen). With a GPU, a demo
-# ModelInfer runs once the daemon is ready. Ctrl-C (SIGINT) or SIGTERM stops it cleanly.
+# ModelInfer runs once the daemon is ready; without one, kjitd fills the cache for sm_120 and sm_90. Ctrl-C (SIGINT) or SIGTERM stops it cleanly.
 #   scripts/run.sh                     # defaults
 #   scripts/run.sh --listen 127.0.0.1:8001 --arch sm_120
 set -euo pipefail
@@ -17,6 +17,11 @@ cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 
 socket=""
 args=("$@")
+# Without a GPU there is nothing local to compile for: fill the cache for the arch we ship for
+# (sm_120) and the one we test on (sm_90), unless the caller chose archs.
+if [ $gpu -eq 0 ] && ! printf '%s\n' "${args[@]}" | grep -q '^--arch'; then
+  args+=(--arch sm_120,sm_90)
+fi
 for ((i = 0; i < ${#args[@]}; i++)); do
   case "${args[$i]}" in
     --socket) socket=${args[$((i + 1))]:-} ;;
@@ -35,7 +40,7 @@ example call (Python, generated stubs):
   PYTHONPATH=$stubs python3 -c "import grpc; from inference import grpc_service_pb2 as pb, grpc_service_pb2_grpc as g; print(g.GRPCInferenceServiceStub(grpc.insecure_channel('unix://$socket')).ServerMetadata(pb.ServerMetadataRequest()))"
 MSG
 
-"$build/runtime/server/kjitd" "$@" &
+"$build/runtime/server/kjitd" "${args[@]}" &
 daemon=$!
 trap 'kill -TERM $daemon 2>/dev/null; wait $daemon' INT TERM
 if [ $gpu -eq 1 ]; then  # a demo launch through CUDA IPC once the daemon answers (it waits up to 60 s)
