@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
+
 namespace kjit::server {
 
 StatusOr<std::unique_ptr<DeviceRuntime>> DeviceRuntime::Create(const driver::DeviceInfo& info) {
@@ -23,25 +25,35 @@ StatusOr<CUdeviceptr> DeviceRuntime::Grow(std::unique_ptr<driver::DeviceBuffer>*
   return (*buf)->get();
 }
 
-StatusOr<uint32_t*> DeviceRuntime::PinnedErrorWord() {
-  if (pinned_.page == nullptr) {
-    KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
-    void* page = std::aligned_alloc(4096, 4096);
-    if (page == nullptr) return absl::ResourceExhaustedError("no host memory for the error word");
-    Status s = driver::Check(api->cuMemHostRegister(page, 4096, 0), "cuMemHostRegister(error word)");
-    if (!s.ok()) {
-      std::free(page);
-      return s;
-    }
-    pinned_.page = page;
+StatusOr<uint8_t*> DeviceRuntime::GrowPinned(PinnedBuffer* buf, size_t bytes) {
+  if (buf->data != nullptr && buf->size >= bytes) return static_cast<uint8_t*>(buf->data);
+  // Copies queued on the stream may still read or write the old buffer.
+  KJIT_RETURN_IF_ERROR(stream_.Synchronize());
+  buf->Reset();
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  constexpr size_t kGranule = size_t{1} << 20;
+  const size_t rounded = bytes <= 4096 ? 4096 : (bytes + kGranule - 1) & ~(kGranule - 1);
+  void* data = std::aligned_alloc(4096, rounded);
+  if (data == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("no host memory for ", rounded, " bytes of pinned staging"));
   }
-  return static_cast<uint32_t*>(pinned_.page);
+  Status s = driver::Check(api->cuMemHostRegister(data, rounded, 0),
+                           absl::StrCat("cuMemHostRegister(", rounded, " bytes of host staging)"));
+  if (!s.ok()) {
+    std::free(data);
+    return s;
+  }
+  buf->data = data;
+  buf->size = rounded;
+  return static_cast<uint8_t*>(data);
 }
 
-DeviceRuntime::PinnedPage::~PinnedPage() {
-  if (page == nullptr) return;
-  if (auto api = driver::Get(); api.ok()) (void)(*api)->cuMemHostUnregister(page);
-  std::free(page);
+void DeviceRuntime::PinnedBuffer::Reset() {
+  if (data == nullptr) return;
+  if (auto api = driver::Get(); api.ok()) (void)(*api)->cuMemHostUnregister(data);
+  std::free(data);
+  data = nullptr;
+  size = 0;
 }
 
 Status DeviceRuntime::HoldUntilDone(std::vector<std::shared_ptr<const void>> refs) {

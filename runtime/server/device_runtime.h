@@ -34,7 +34,15 @@ class DeviceRuntime {
 
   // A page-locked host word the launch's error word is copied into on the stream, so one stream
   // synchronization covers the kernel and the read-back. Hold mu().
-  StatusOr<uint32_t*> PinnedErrorWord();
+  StatusOr<uint32_t*> PinnedErrorWord() {
+    KJIT_ASSIGN_OR_RETURN(uint8_t* page, GrowPinned(&pinned_word_, sizeof(uint32_t)));
+    return reinterpret_cast<uint32_t*>(page);
+  }
+
+  // Page-locked host staging of at least `bytes` (grown, never shrunk; contents not kept): the
+  // host side of truly asynchronous copies. Hold mu(), and have every copy queued from or into it
+  // finished (stream synchronized) before releasing mu(): the next launch reuses the same bytes.
+  StatusOr<uint8_t*> PinnedStaging(size_t bytes) { return GrowPinned(&pinned_staging_, bytes); }
 
   // Asynchronous launches: keeps `refs` (regions, events) alive until the work queued on the
   // stream so far has finished; Reap drops those whose work is done. Hold mu().
@@ -46,6 +54,17 @@ class DeviceRuntime {
   DeviceRuntime(driver::DeviceInfo info, driver::Context ctx, driver::Stream stream)
       : info_(std::move(info)), ctx_(std::move(ctx)), stream_(std::move(stream)) {}
   StatusOr<CUdeviceptr> Grow(std::unique_ptr<driver::DeviceBuffer>* buf, size_t bytes);
+  // Page-aligned host memory registered with the driver (cuMemHostRegister); freed on reset.
+  struct PinnedBuffer {
+    void* data = nullptr;
+    size_t size = 0;
+    PinnedBuffer() = default;
+    PinnedBuffer(const PinnedBuffer&) = delete;
+    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+    ~PinnedBuffer() { Reset(); }
+    void Reset();
+  };
+  StatusOr<uint8_t*> GrowPinned(PinnedBuffer* buf, size_t bytes);
 
   driver::DeviceInfo info_;
   driver::Context ctx_;
@@ -57,10 +76,7 @@ class DeviceRuntime {
     std::vector<std::shared_ptr<const void>> refs;
   };
   std::deque<InFlight> in_flight_;
-  struct PinnedPage {
-    void* page = nullptr;
-    ~PinnedPage();
-  } pinned_;
+  PinnedBuffer pinned_word_, pinned_staging_;
   std::mutex mu_;
 };
 

@@ -31,21 +31,21 @@ std::string SourceName(const std::string& tensor, const TensorSource& s) {
   return absl::StrCat("tensor '", tensor, "' (region '", s.region ? s.region->name : "", "')");
 }
 
+// Inline or system-memory bytes (device-resident ones arrive as `cuda_copy`, read back already).
 StatusOr<std::vector<uint8_t>> ReadToHost(const std::string& tensor, const TensorSource& s,
-                                          uint64_t bytes) {
+                                          uint64_t bytes, const uint8_t* cuda_copy) {
   std::vector<uint8_t> out(bytes);
   if (bytes == 0) return out;
   if (s.kind == Kind::kSystem) {
     KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(out.data(), HostPtr(s), bytes, SourceName(tensor, s).c_str()));
     return out;
   }
-  if (s.kind == Kind::kInline) {
-    std::memcpy(out.data(), HostPtr(s), bytes);
-    return out;
+  const uint8_t* from = s.kind == Kind::kInline ? HostPtr(s) : cuda_copy;
+  if (from == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("tensor '", tensor, "': device-resident index pointers were not read back"));
   }
-  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
-  KJIT_RETURN_IF_ERROR(driver::Check(
-      api->cuMemcpyDtoH(out.data(), s.region->cuda->base() + s.offset, bytes), "cuMemcpyDtoH(indptr)"));
+  std::memcpy(out.data(), from, bytes);
   return out;
 }
 
@@ -58,15 +58,15 @@ std::vector<T> As(const std::vector<uint8_t>& bytes) {
 
 }  // namespace
 
-Status CheckIndptrs(ParsedInfer* p) {
-  auto read = [&](int slot) -> StatusOr<std::vector<uint8_t>> {
+Status CheckIndptrs(ParsedInfer* p, const IndptrCopies& cuda_copies) {
+  auto read = [&](int slot, int k) -> StatusOr<std::vector<uint8_t>> {
     const int idx = p->layout.input_slot[slot];
     if (idx < 0) return std::vector<uint8_t>();
-    return ReadToHost(p->inputs[idx].name, p->input_src[idx], p->inputs[idx].byte_size);
+    return ReadToHost(p->inputs[idx].name, p->input_src[idx], p->inputs[idx].byte_size, cuda_copies[k]);
   };
-  KJIT_ASSIGN_OR_RETURN(auto qo, read(kSlotQoIndptr));
-  KJIT_ASSIGN_OR_RETURN(auto kv, read(kSlotKvIndptr));
-  KJIT_ASSIGN_OR_RETURN(auto mask, read(kSlotMaskIndptr));
+  KJIT_ASSIGN_OR_RETURN(auto qo, read(kSlotQoIndptr, 0));
+  KJIT_ASSIGN_OR_RETURN(auto kv, read(kSlotKvIndptr, 1));
+  KJIT_ASSIGN_OR_RETURN(auto mask, read(kSlotMaskIndptr, 2));
   const auto qo32 = As<int32_t>(qo), kv32 = As<int32_t>(kv);
   const auto mask64 = As<int64_t>(mask);
   KJIT_RETURN_IF_ERROR(kernels::CheckMlaVerifyIndptrs(qo32, kv32, mask64, &p->problem));
@@ -91,9 +91,16 @@ Status CheckIndptrs(ParsedInfer* p) {
   return absl::OkStatus();
 }
 
+bool HasCudaIndptr(const ParsedInfer& p) {
+  for (int slot : {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr}) {
+    const int i = p.layout.input_slot[slot];
+    if (i >= 0 && p.input_src[i].kind == Kind::kCuda) return true;
+  }
+  return false;
+}
+
 Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelInferResponse* resp,
                 uint64_t* compute_ns) {
-  (void)d;
   *compute_ns = 0;
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   KJIT_ASSIGN_OR_RETURN(MlaVerifyFamily family, FindMlaVerifyFamily(p->model->name));
@@ -116,9 +123,57 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   KJIT_RETURN_IF_ERROR(dev->context().MakeCurrent());
   dev->Reap();
   if (dev->kernels() == nullptr) return absl::FailedPreconditionError("kernels not loaded on this GPU");
+  const CUstream stream = dev->stream();
+  // Once a copy is queued, an error return first waits for the queued work: the regions that `p`
+  // holds (released when the caller drops it) and the pinned staging must outlive every use of them
+  // on the GPU. A synchronous launch leaves the stream synchronized: the pinned staging is free
+  // for the next launch when mu() is released.
+  struct DrainOnError {
+    const driver::Api* api;
+    CUstream stream;
+    bool armed = false;
+    ~DrainOnError() {
+      if (armed) (void)api->cuStreamSynchronize(stream);
+    }
+  } drain{api, stream};
+
+  if (HasCudaIndptr(*p)) {
+    // Device-resident index pointers: every read-back queued on the stream (after the client's
+    // event, which may still be producing them) into pinned memory, one synchronization, then the
+    // check on those copies; the launch stages the checked copies.
+    size_t bytes = 0;
+    size_t off[3] = {0, 0, 0};
+    const int slots[3] = {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr};
+    for (int k = 0; k < 3; ++k) {
+      const int i = p->layout.input_slot[slots[k]];
+      if (i < 0 || p->input_src[i].kind != Kind::kCuda) continue;
+      off[k] = bytes;
+      bytes += AlignUp(p->inputs[i].byte_size);
+    }
+    KJIT_ASSIGN_OR_RETURN(uint8_t* host, dev->PinnedStaging(bytes));
+    drain.armed = true;
+    if (wait_ev) {
+      KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(stream, wait_ev->event->get(), 0),
+                                         "cuStreamWaitEvent(kjit_wait_event)"));
+    }
+    IndptrCopies copies = {nullptr, nullptr, nullptr};
+    for (int k = 0; k < 3; ++k) {
+      const int i = p->layout.input_slot[slots[k]];
+      if (i < 0 || p->input_src[i].kind != Kind::kCuda) continue;
+      const TensorSource& s = p->input_src[i];
+      copies[k] = host + off[k];
+      if (p->inputs[i].byte_size == 0) continue;
+      KJIT_RETURN_IF_ERROR(driver::Check(
+          api->cuMemcpyDtoHAsync(host + off[k], s.region->cuda->base() + s.offset, p->inputs[i].byte_size, stream),
+          "cuMemcpyDtoHAsync(indptr)"));
+    }
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "cuStreamSynchronize(indptr read-back)"));
+    drain.armed = false;
+    KJIT_RETURN_IF_ERROR(CheckIndptrs(p, copies));
+  }
   KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, family.plan(p->problem, dev->info()));
 
-  // Staging offsets for everything not already in a CUDA region.
+  // Staging offsets for everything not already in a CUDA region: inputs first, then outputs.
   std::vector<size_t> in_off(p->inputs.size()), out_off(p->outputs.size());
   size_t total = 0;
   for (size_t i = 0; i < p->inputs.size(); ++i) {
@@ -126,6 +181,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     in_off[i] = total;
     total += AlignUp(p->inputs[i].byte_size);
   }
+  const size_t in_total = total;
   for (size_t i = 0; i < p->outputs.size(); ++i) {
     if (p->output_src[i].kind == Kind::kCuda) continue;
     out_off[i] = total;
@@ -137,7 +193,15 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   }
   const size_t ws_bytes = std::max(plan.workspace_bytes, plan.error_word_offset + sizeof(uint32_t));
   KJIT_ASSIGN_OR_RETURN(CUdeviceptr workspace, dev->Workspace(ws_bytes));
-  const CUstream stream = dev->stream();
+  // A synchronous launch mirrors the device staging in pinned host memory (same offsets): one
+  // contiguous host-to-device copy in, one device-to-host copy out, both truly asynchronous. An
+  // asynchronous launch returns before its copies would have run, so it stages from pageable
+  // memory (the driver has taken those bytes when the call returns).
+  uint8_t* pinned = nullptr;
+  if (!signal_ev && total > 0) {
+    KJIT_ASSIGN_OR_RETURN(pinned, dev->PinnedStaging(total));
+  }
+  KJIT_ASSIGN_OR_RETURN(uint32_t* err_word, dev->PinnedErrorWord());
 
   auto in_addr = [&](int slot) -> CUdeviceptr {
     const int i = p->layout.input_slot[slot];
@@ -150,30 +214,35 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     const TensorSource& s = p->output_src[i];
     return s.kind == Kind::kCuda ? s.region->cuda->base() + s.offset : staging + out_off[i];
   };
-  // From the first queued copy on, an error return first waits for the queued work: the regions
-  // that `p` holds (released when the caller drops it) must outlive every use of them on the GPU.
-  struct DrainOnError {
-    const driver::Api* api;
-    CUstream stream;
-    bool armed = true;
-    ~DrainOnError() {
-      if (armed) (void)api->cuStreamSynchronize(stream);
-    }
-  } drain{api, stream};
   for (size_t i = 0; i < p->inputs.size(); ++i) {
     const TensorSource& s = p->input_src[i];
-    if (s.kind == Kind::kCuda || p->inputs[i].byte_size == 0) continue;
-    // System memory is first copied out under the SIGBUS guard (the driver must never fault on a
-    // truncated client object); a pageable copy has taken its bytes when the call returns.
+    const uint64_t n = p->inputs[i].byte_size;
+    if (s.kind == Kind::kCuda || n == 0) continue;
+    const std::string& name = p->inputs[i].name;
+    if (pinned != nullptr) {
+      // System memory is copied under the SIGBUS guard (a truncated client object must never fault
+      // the daemon or the driver).
+      if (s.kind == Kind::kSystem) {
+        KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(pinned + in_off[i], HostPtr(s), n, SourceName(name, s).c_str()));
+      } else {
+        std::memcpy(pinned + in_off[i], HostPtr(s), n);
+      }
+      continue;
+    }
     std::vector<uint8_t> bounce;
     const uint8_t* host = HostPtr(s);
     if (s.kind == Kind::kSystem) {
-      KJIT_ASSIGN_OR_RETURN(bounce, ReadToHost(p->inputs[i].name, s, p->inputs[i].byte_size));
+      KJIT_ASSIGN_OR_RETURN(bounce, ReadToHost(name, s, n, nullptr));
       host = bounce.data();
     }
-    KJIT_RETURN_IF_ERROR(driver::Check(
-        api->cuMemcpyHtoDAsync(staging + in_off[i], host, p->inputs[i].byte_size, stream),
-        absl::StrCat("staging input ", p->inputs[i].name)));
+    drain.armed = true;
+    const CUresult r = api->cuMemcpyHtoDAsync(staging + in_off[i], host, n, stream);
+    if (r != CUDA_SUCCESS) return driver::Check(r, absl::StrCat("staging input ", name));
+  }
+  if (pinned != nullptr && in_total > 0) {
+    drain.armed = true;
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyHtoDAsync(staging, pinned, in_total, stream),
+                                       "staging the inputs"));
   }
   kernels::MlaVerifyBuffers b;
   b.q = in_addr(0);
@@ -188,6 +257,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   b.lse = out_addr(p->layout.lse_output);
   b.workspace = workspace;
 
+  drain.armed = true;
   if (wait_ev) {
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(stream, wait_ev->event->get(), 0),
                                        "cuStreamWaitEvent(kjit_wait_event)"));
@@ -213,7 +283,12 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     for (size_t i = 0; i < p->outputs.size(); ++i) resp->add_raw_output_contents();
     return absl::OkStatus();
   }
-  KJIT_ASSIGN_OR_RETURN(uint32_t* err_word, dev->PinnedErrorWord());
+  // Outputs and the error word come back in the same batch: one stream synchronization.
+  if (total > in_total) {
+    KJIT_RETURN_IF_ERROR(driver::Check(
+        api->cuMemcpyDtoHAsync(pinned + in_total, staging + in_total, total - in_total, stream),
+        "reading the outputs"));
+  }
   KJIT_RETURN_IF_ERROR(driver::Check(
       api->cuMemcpyDtoHAsync(err_word, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
       "reading the error word"));
@@ -236,19 +311,11 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     const TensorSource& s = p->output_src[i];
     const uint64_t n = NeededBytes(p->outputs[i]);
     if (s.kind == Kind::kCuda || n == 0) continue;
-    std::vector<uint8_t> bounce;  // system memory is written under the SIGBUS guard
-    uint8_t* dst = nullptr;
+    const uint8_t* from = pinned + out_off[i];
     if (s.kind == Kind::kInline) {
-      raw->resize(n);
-      dst = reinterpret_cast<uint8_t*>(raw->data());
-    } else {
-      bounce.resize(n);
-      dst = bounce.data();
-    }
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(dst, staging + out_off[i], n),
-                                       absl::StrCat("reading output ", p->outputs[i].name)));
-    if (s.kind == Kind::kSystem) {
-      KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(s.region->system->data() + s.offset, bounce.data(), n,
+      raw->assign(reinterpret_cast<const char*>(from), n);
+    } else {  // system memory is written under the SIGBUS guard
+      KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(s.region->system->data() + s.offset, from, n,
                                             SourceName(p->outputs[i].name, s).c_str()));
     }
   }

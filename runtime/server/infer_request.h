@@ -4,6 +4,7 @@
 // offset/size checked against the region (overflow-safe) and the region held by reference.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,16 +40,23 @@ struct ParsedInfer {
   kernels::MlaVerifyProblem problem;
 };
 
-// Validates everything that can be checked without the GPU; the indptr contents are checked too
-// when they are inline or in system memory. CUDA-resident indptrs are checked by CheckIndptrs.
+// Validates everything that can be checked without the GPU except the index pointers' contents
+// (CheckIndptrs).
 StatusOr<ParsedInfer> ParseInferRequest(Daemon* d, const inference::ModelInferRequest& req);
 
-// Reads the index pointers (from wherever they live) and runs the schema's content checks. For
-// CUDA-resident ones the region's device context must be current. On success each index pointer's
-// source becomes the validated host copy (kInline, region released): the launch stages exactly the
-// bytes that were checked, whatever the client writes to its memory afterwards. Asynchronous
-// launches (kjit_signal_event) keep CUDA-resident index pointers in place (no host stream sync).
-Status CheckIndptrs(ParsedInfer* p);
+// Host copies of device-resident index pointers, in the order qo, kv, mask (null: not read back).
+using IndptrCopies = std::array<const uint8_t*, 3>;
+
+// Reads the index pointers and runs the schema's content checks. Inline and system-memory ones are
+// read here; CUDA-resident ones must come as `cuda_copies` (byte_size bytes each, read back by the
+// launch under the device's lock), else INTERNAL. On success each index pointer's source becomes
+// the validated host copy (kInline, region released): the launch stages exactly the bytes that
+// were checked, whatever the client writes to its memory afterwards. Asynchronous launches
+// (kjit_signal_event) keep CUDA-resident index pointers in place (no host stream sync).
+Status CheckIndptrs(ParsedInfer* p, const IndptrCopies& cuda_copies = {});
+
+// True when an index pointer lives in a CUDA region (the launch reads it back, then checks it).
+bool HasCudaIndptr(const ParsedInfer& p);
 
 // The parameter names a client may send that kjit ignores (PROTOCOL.md "reserved").
 bool IsReservedParameter(const std::string& name);

@@ -13,26 +13,10 @@ Status Infer(Daemon* d, const inference::ModelInferRequest& req, inference::Mode
              const ModelSpec** model, uint64_t* compute_ns) {
   KJIT_ASSIGN_OR_RETURN(ParsedInfer p, ParseInferRequest(d, req));
   *model = p.model;
-  // Device-resident index pointers are read back through the device's context.
-  bool cuda_indptr = false;
-  for (int slot : {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr}) {
-    const int i = p.layout.input_slot[slot];
-    cuda_indptr |= i >= 0 && p.input_src[i].kind == TensorSource::Kind::kCuda;
-  }
-  DeviceRuntime* dev = nullptr;
-  if (cuda_indptr) {
-    KJIT_ASSIGN_OR_RETURN(dev, d->Device(p.device));
-    KJIT_RETURN_IF_ERROR(dev->context().MakeCurrent());
-    if (!p.wait_event.empty()) {
-      // The client may still be producing them on its stream: validating device-resident index
-      // pointers waits for its event on the host (inline ones keep the path free of host waits).
-      KJIT_ASSIGN_OR_RETURN(auto ev, d->regions.FindEvent(p.wait_event));
-      KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
-      KJIT_RETURN_IF_ERROR(driver::Check(api->cuEventSynchronize(ev->event->get()), "waiting for kjit_wait_event"));
-    }
-  }
-  KJIT_RETURN_IF_ERROR(CheckIndptrs(&p));
-  KJIT_ASSIGN_OR_RETURN(dev, d->Device(p.device));
+  // Index pointers in host memory are checked before a GPU is involved; device-resident ones are
+  // read back and checked by the launch, under the device's lock (pinned memory, one stream sync).
+  if (!HasCudaIndptr(p)) KJIT_RETURN_IF_ERROR(CheckIndptrs(&p));
+  KJIT_ASSIGN_OR_RETURN(DeviceRuntime * dev, d->Device(p.device));
   auto check_device = [&](const kernels::TensorDesc& t, const TensorSource& s) -> Status {
     if (s.kind == TensorSource::Kind::kCuda && s.region->cuda->device() != dev->info().ordinal) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -143,6 +143,53 @@ TEST_F(InferRequestTest, UnregisterAfterParseKeepsTheMappingAlive) {
   EXPECT_EQ(Source(p, kSlotKvIndptr).owned, Bytes<int32_t>({0, 3}));
 }
 
+// Device-resident index pointers reach the check as host copies read back by the launch (pinned
+// memory). Simulated here by marking the sources CUDA-resident: the check must read the copies,
+// never the region, and leave the checked bytes owned by the request.
+TEST_F(InferRequestTest, DeviceResidentIndptrsAreCheckedFromTheReadBackCopies) {
+  auto parsed = ParseInferRequest(&d_, RegionIndptrRequest());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ParsedInfer p = *std::move(parsed);
+  const int slots[] = {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr};
+  for (int slot : slots) p.input_src[p.layout.input_slot[slot]].kind = TensorSource::Kind::kCuda;
+  EXPECT_TRUE(HasCudaIndptr(p));
+  // Without the copies: refused, not read from anywhere else.
+  EXPECT_EQ(CheckIndptrs(&p).code(), absl::StatusCode::kFailedPrecondition);
+  // The region holds inconsistent values; the copies are what the check and the launch must use.
+  Write<int32_t>(0, {0, 1 << 30});
+  const std::string copy[] = {Bytes<int32_t>({0, 2}), Bytes<int32_t>({0, 3}), Bytes<int64_t>({0, 10})};
+  IndptrCopies copies;
+  for (int k = 0; k < 3; ++k) copies[k] = reinterpret_cast<const uint8_t*>(copy[k].data());
+  ASSERT_TRUE(CheckIndptrs(&p, copies).ok());
+  EXPECT_FALSE(HasCudaIndptr(p));
+  for (int k = 0; k < 3; ++k) {
+    const TensorSource& s = Source(p, slots[k]);
+    EXPECT_EQ(s.kind, TensorSource::Kind::kInline) << "slot " << slots[k];
+    EXPECT_EQ(s.region, nullptr) << "slot " << slots[k];
+    EXPECT_EQ(s.owned, copy[k]) << "slot " << slots[k];
+    EXPECT_NE(static_cast<const void*>(s.host), static_cast<const void*>(copy[k].data()));
+  }
+  EXPECT_EQ(p.problem.max_draft, 2);
+  EXPECT_EQ(p.problem.max_prefix, 3);
+}
+
+TEST_F(InferRequestTest, BadReadBackCopiesAreRefusedAndSourcesKept) {
+  auto parsed = ParseInferRequest(&d_, RegionIndptrRequest());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ParsedInfer p = *std::move(parsed);
+  for (int slot : {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr}) {
+    p.input_src[p.layout.input_slot[slot]].kind = TensorSource::Kind::kCuda;
+  }
+  const std::string qo = Bytes<int32_t>({0, 2}), kv = Bytes<int32_t>({0, 3}), mask = Bytes<int64_t>({0, 9});
+  const IndptrCopies copies = {reinterpret_cast<const uint8_t*>(qo.data()),
+                               reinterpret_cast<const uint8_t*>(kv.data()),
+                               reinterpret_cast<const uint8_t*>(mask.data())};
+  const Status s = CheckIndptrs(&p, copies);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'mask_indptr'"), std::string::npos) << s;
+  EXPECT_TRUE(HasCudaIndptr(p));
+}
+
 TEST(InferRequestParse, ReservedParameterNames) {
   for (const char* name : {"sequence_id", "sequence_start", "priority", "timeout", "headers",
                            "binary_data_output", "triton_enable_empty_final_response"}) {
