@@ -10,7 +10,9 @@ StatusOr<std::unique_ptr<DeviceRuntime>> DeviceRuntime::Create(const driver::Dev
   KJIT_ASSIGN_OR_RETURN(driver::Context ctx, driver::Context::RetainPrimary(info.ordinal));
   KJIT_RETURN_IF_ERROR(ctx.MakeCurrent());
   KJIT_ASSIGN_OR_RETURN(driver::Stream stream, driver::Stream::Create());
-  return std::unique_ptr<DeviceRuntime>(new DeviceRuntime(info, std::move(ctx), std::move(stream)));
+  KJIT_ASSIGN_OR_RETURN(driver::Stream readback, driver::Stream::Create());
+  return std::unique_ptr<DeviceRuntime>(
+      new DeviceRuntime(info, std::move(ctx), std::move(stream), std::move(readback)));
 }
 
 StatusOr<CUdeviceptr> DeviceRuntime::Grow(std::unique_ptr<driver::DeviceBuffer>* buf, size_t bytes) {
@@ -27,8 +29,7 @@ StatusOr<CUdeviceptr> DeviceRuntime::Grow(std::unique_ptr<driver::DeviceBuffer>*
 
 StatusOr<uint8_t*> DeviceRuntime::GrowPinned(PinnedBuffer* buf, size_t bytes) {
   if (buf->data != nullptr && buf->size >= bytes) return static_cast<uint8_t*>(buf->data);
-  // Copies queued on the stream may still read or write the old buffer.
-  KJIT_RETURN_IF_ERROR(stream_.Synchronize());
+  // No queued copy uses the old buffer: its users synchronize before releasing mu().
   buf->Reset();
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   constexpr size_t kGranule = size_t{1} << 20;

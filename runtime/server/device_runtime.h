@@ -22,6 +22,10 @@ class DeviceRuntime {
   const driver::DeviceInfo& info() const { return info_; }
   const driver::Context& context() const { return ctx_; }
   CUstream stream() const { return stream_.get(); }
+  // A second stream for reading device-resident index pointers back before the launch: the
+  // read-back never waits for asynchronous launches queued on stream() (one may wait on a client
+  // event that the client records only after this request returns).
+  CUstream readback_stream() const { return readback_.get(); }
   std::mutex& mu() { return mu_; }
 
   // Loaded modules; null until SetKernels (then immutable).
@@ -41,7 +45,8 @@ class DeviceRuntime {
 
   // Page-locked host staging of at least `bytes` (grown, never shrunk; contents not kept): the
   // host side of truly asynchronous copies. Hold mu(), and have every copy queued from or into it
-  // finished (stream synchronized) before releasing mu(): the next launch reuses the same bytes.
+  // finished (its stream synchronized) before releasing mu(): the next launch reuses the same
+  // bytes, and growing frees the old ones without waiting for any stream.
   StatusOr<uint8_t*> PinnedStaging(size_t bytes) { return GrowPinned(&pinned_staging_, bytes); }
 
   // Asynchronous launches: keeps `refs` (regions, events) alive until the work queued on the
@@ -51,8 +56,8 @@ class DeviceRuntime {
   size_t in_flight() const { return in_flight_.size(); }  // held launches not yet reaped
 
  private:
-  DeviceRuntime(driver::DeviceInfo info, driver::Context ctx, driver::Stream stream)
-      : info_(std::move(info)), ctx_(std::move(ctx)), stream_(std::move(stream)) {}
+  DeviceRuntime(driver::DeviceInfo info, driver::Context ctx, driver::Stream stream, driver::Stream readback)
+      : info_(std::move(info)), ctx_(std::move(ctx)), stream_(std::move(stream)), readback_(std::move(readback)) {}
   StatusOr<CUdeviceptr> Grow(std::unique_ptr<driver::DeviceBuffer>* buf, size_t bytes);
   // Page-aligned host memory registered with the driver (cuMemHostRegister); freed on reset.
   struct PinnedBuffer {
@@ -68,7 +73,7 @@ class DeviceRuntime {
 
   driver::DeviceInfo info_;
   driver::Context ctx_;
-  driver::Stream stream_;
+  driver::Stream stream_, readback_;
   std::unique_ptr<kernels::LoadedKernels> kernels_;
   std::unique_ptr<driver::DeviceBuffer> workspace_, staging_;
   struct InFlight {

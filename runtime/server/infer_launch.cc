@@ -138,9 +138,10 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   } drain{api, stream};
 
   if (HasCudaIndptr(*p)) {
-    // Device-resident index pointers: every read-back queued on the stream (after the client's
-    // event, which may still be producing them) into pinned memory, one synchronization, then the
-    // check on those copies; the launch stages the checked copies.
+    // Device-resident index pointers: every read-back queued on the read-back stream (after the
+    // client's event, which may still be producing them) into pinned memory, one synchronization,
+    // then the check on those copies; the launch stages the checked copies.
+    const CUstream rb = dev->readback_stream();
     size_t bytes = 0;
     size_t off[3] = {0, 0, 0};
     const int slots[3] = {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr};
@@ -151,9 +152,9 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
       bytes += AlignUp(p->inputs[i].byte_size);
     }
     KJIT_ASSIGN_OR_RETURN(uint8_t* host, dev->PinnedStaging(bytes));
-    drain.armed = true;
+    DrainOnError drain_rb{api, rb, true};
     if (wait_ev) {
-      KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(stream, wait_ev->event->get(), 0),
+      KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(rb, wait_ev->event->get(), 0),
                                          "cuStreamWaitEvent(kjit_wait_event)"));
     }
     IndptrCopies copies = {nullptr, nullptr, nullptr};
@@ -164,11 +165,11 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
       copies[k] = host + off[k];
       if (p->inputs[i].byte_size == 0) continue;
       KJIT_RETURN_IF_ERROR(driver::Check(
-          api->cuMemcpyDtoHAsync(host + off[k], s.region->cuda->base() + s.offset, p->inputs[i].byte_size, stream),
+          api->cuMemcpyDtoHAsync(host + off[k], s.region->cuda->base() + s.offset, p->inputs[i].byte_size, rb),
           "cuMemcpyDtoHAsync(indptr)"));
     }
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "cuStreamSynchronize(indptr read-back)"));
-    drain.armed = false;
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(rb), "cuStreamSynchronize(indptr read-back)"));
+    drain_rb.armed = false;
     KJIT_RETURN_IF_ERROR(CheckIndptrs(p, copies));
   }
   KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, family.plan(p->problem, dev->info()));
