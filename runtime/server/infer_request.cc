@@ -95,10 +95,10 @@ Status ParseShm(Daemon* d, const std::string& tensor,
     }
     return absl::OkStatus();
   }
-  const std::string where = absl::StrCat("tensor '", tensor, "'");
+  auto where = [&tensor] { return absl::StrCat("tensor '", tensor, "'"); };  // built on errors only
   KJIT_ASSIGN_OR_RETURN(std::string name, AsString("shared_memory_region", region_it->second));
   if (size_it == params.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": shared_memory_byte_size is required with a region"));
+    return absl::InvalidArgumentError(absl::StrCat(where(), ": shared_memory_byte_size is required with a region"));
   }
   KJIT_ASSIGN_OR_RETURN(int64_t size, AsInt("shared_memory_byte_size", size_it->second));
   int64_t offset = 0;
@@ -106,14 +106,14 @@ Status ParseShm(Daemon* d, const std::string& tensor,
     KJIT_ASSIGN_OR_RETURN(offset, AsInt("shared_memory_offset", offset_it->second));
   }
   if (size < 0 || offset < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": negative shared memory offset or byte size"));
+    return absl::InvalidArgumentError(absl::StrCat(where(), ": negative shared memory offset or byte size"));
   }
   auto region = d->regions.FindRegion(name);
-  if (!region.ok()) return WithContext(region.status(), where);
+  if (!region.ok()) return WithContext(region.status(), where());
   const uint64_t cap = (*region)->size(), off = static_cast<uint64_t>(offset),
                  n = static_cast<uint64_t>(size);
   if (off > cap || n > cap - off) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": offset ", off, " + byte size ", n,
+    return absl::InvalidArgumentError(absl::StrCat(where(), ": offset ", off, " + byte size ", n,
                                                    " is outside region '", name, "' (", cap, " bytes)"));
   }
   src->kind = (*region)->kind() == ipc::RegionKind::kCuda ? TensorSource::Kind::kCuda
