@@ -54,6 +54,19 @@ StatusOr<std::unique_ptr<CudaIpcRegion>> CudaIpcRegion::Open(const std::string& 
     return absl::InvalidArgumentError(absl::StrCat("CUDA region byte_size ", byte_size,
                                                    " exceeds the allocation's ", avail, " bytes"));
   }
+  // device_id is an ordinal in the daemon's numbering. A client whose CUDA_VISIBLE_DEVICES orders
+  // GPUs differently would register one GPU's memory under another's id (the handle still opens,
+  // through peer access): ask the driver where the memory really lives.
+  int owner = -1;
+  KJIT_RETURN_IF_ERROR(driver::Check(
+      api->cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, base),
+      "cuPointerGetAttribute(DEVICE_ORDINAL)"));
+  if (owner != device) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CUDA region memory lives on the daemon's GPU ", owner, " but device_id is ", device,
+        ": device_id is an ordinal in the daemon's GPU numbering, not the client's; "
+        "the client's CUDA_VISIBLE_DEVICES probably orders GPUs differently"));
+  }
   return region;
 }
 
