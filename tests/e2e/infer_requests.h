@@ -32,15 +32,16 @@ inline void AddInput(Req* r, const std::string& name, const std::string& dt, std
   r->add_raw_input_contents(std::move(raw));
 }
 
-// B = 1, D = 2, P = 3, H = 8, S = 4. Inputs in schema order: q 0, k_extend 1, kv_cache 2,
+// B = 1, D = 2, P = 3, H = 8, S = `slots`. Inputs in schema order: q 0, k_extend 1, kv_cache 2,
 // qo_indptr 3, kv_indptr 4, kv_indices 5, custom_mask 6, mask_indptr 7.
-inline Req ValidRequest() {
+inline Req ValidRequest(int64_t slots = 4) {
   Req r;
   r.set_model_name("mla_verify");
+  r.set_id("req-1");
   (*r.mutable_parameters())["sm_scale"].set_double_param(0.125);
   AddInput(&r, "q", "BF16", {2, 8, 576}, std::string(2 * 8 * 576 * 2, '\0'));
   AddInput(&r, "k_extend", "BF16", {2, 1, 576}, std::string(2 * 576 * 2, '\0'));
-  AddInput(&r, "kv_cache", "BF16", {4, 1, 576}, std::string(4 * 576 * 2, '\0'));
+  AddInput(&r, "kv_cache", "BF16", {slots, 1, 576}, std::string(slots * 576 * 2, '\0'));
   AddInput(&r, "qo_indptr", "INT32", {2}, Bytes<int32_t>({0, 2}));
   AddInput(&r, "kv_indptr", "INT32", {2}, Bytes<int32_t>({0, 3}));
   AddInput(&r, "kv_indices", "INT64", {3}, Bytes<int64_t>({1, 2, 3}));

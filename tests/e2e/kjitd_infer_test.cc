@@ -10,46 +10,12 @@
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "tests/e2e/daemon_process.h"
+#include "tests/e2e/infer_requests.h"
 
 namespace kjit::testing {
 namespace {
 
 using grpc::StatusCode;
-using Req = inference::ModelInferRequest;
-
-template <typename T>
-std::string Bytes(std::initializer_list<T> v) {
-  std::string s(v.size() * sizeof(T), '\0');
-  std::memcpy(s.data(), std::data(v), s.size());
-  return s;
-}
-
-void AddInput(Req* r, const std::string& name, const std::string& dt, std::vector<int64_t> shape,
-              std::string raw) {
-  auto* in = r->add_inputs();
-  in->set_name(name);
-  in->set_datatype(dt);
-  for (int64_t d : shape) in->add_shape(d);
-  r->add_raw_input_contents(std::move(raw));
-}
-
-// B = 1, D = 2 draft tokens, P = 3 prefix slots, H = 8, S = `slots`.
-Req ValidRequest(int64_t slots = 4) {
-  Req r;
-  r.set_model_name("mla_verify");
-  r.set_id("req-1");
-  (*r.mutable_parameters())["sm_scale"].set_double_param(0.14467963);
-  AddInput(&r, "q", "BF16", {2, 8, 576}, std::string(2 * 8 * 576 * 2, '\0'));
-  AddInput(&r, "k_extend", "BF16", {2, 1, 576}, std::string(2 * 576 * 2, '\0'));
-  AddInput(&r, "kv_cache", "BF16", {slots, 1, 576}, std::string(slots * 576 * 2, '\0'));
-  AddInput(&r, "qo_indptr", "INT32", {2}, Bytes<int32_t>({0, 2}));
-  AddInput(&r, "kv_indptr", "INT32", {2}, Bytes<int32_t>({0, 3}));
-  AddInput(&r, "kv_indices", "INT64", {3}, Bytes<int64_t>({1, 2, 3}));
-  AddInput(&r, "custom_mask", "BOOL", {10}, std::string(10, '\1'));
-  AddInput(&r, "mask_indptr", "INT64", {2}, Bytes<int64_t>({0, 10}));
-  r.add_outputs()->set_name("o");
-  return r;
-}
 
 class InferTest : public ::testing::Test {
  protected:

@@ -10,27 +10,14 @@
 #include <limits>
 
 #include "runtime/server/infer_request.h"
+#include "tests/e2e/infer_requests.h"
 
 namespace kjit::server {
 namespace {
 
-using Req = inference::ModelInferRequest;
-
-template <typename T>
-std::string Bytes(std::initializer_list<T> v) {
-  std::string s(v.size() * sizeof(T), '\0');
-  std::memcpy(s.data(), std::data(v), s.size());
-  return s;
-}
-
-void AddInput(Req* r, const std::string& name, const std::string& dt, std::vector<int64_t> shape,
-              std::string raw) {
-  auto* in = r->add_inputs();
-  in->set_name(name);
-  in->set_datatype(dt);
-  for (int64_t d : shape) in->add_shape(d);
-  r->add_raw_input_contents(std::move(raw));
-}
+using kjit::testing::Req;
+using kjit::testing::AddInput;
+using kjit::testing::Bytes;
 
 // B = 1, D = 2, P = 3, H = 8, S = 4; qo_indptr, kv_indptr and mask_indptr from region "host" at
 // byte offsets 0, 64 and 128.
