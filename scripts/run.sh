@@ -34,10 +34,12 @@ if [ -z "$socket" ]; then
   else socket=/tmp/kjit-$(id -u)/kjitd.sock; fi
 fi
 stubs=$build/proto/python
+py=python3  # Debian's python3-grpcio lives in the system interpreter, which may not be first in PATH
+python3 -c 'import grpc' 2>/dev/null || py=/usr/bin/python3
 cat <<MSG
 kjitd socket: unix://$socket
 example call (Python, generated stubs):
-  PYTHONPATH=$stubs python3 -c "import grpc; from inference import grpc_service_pb2 as pb, grpc_service_pb2_grpc as g; print(g.GRPCInferenceServiceStub(grpc.insecure_channel('unix://$socket')).ServerMetadata(pb.ServerMetadataRequest()))"
+  PYTHONPATH=$stubs $py -c "import grpc; from inference import grpc_service_pb2 as pb, grpc_service_pb2_grpc as g; print(g.GRPCInferenceServiceStub(grpc.insecure_channel('unix://$socket')).ServerMetadata(pb.ServerMetadataRequest()))"
 MSG
 
 "$build/runtime/server/kjitd" "${args[@]}" &
