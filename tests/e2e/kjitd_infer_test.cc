@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "inference/grpc_service.grpc.pb.h"
-#include "tests/e2e/daemon_process.h"
+#include "tests/e2e/daemon_fixture.h"
 #include "tests/e2e/infer_requests.h"
 
 namespace kjit::testing {
@@ -17,14 +17,8 @@ namespace {
 
 using grpc::StatusCode;
 
-class InferTest : public ::testing::Test {
+class InferTest : public DaemonSuite {
  protected:
-  static void SetUpTestSuite() { daemon_ = new DaemonProcess(); }
-  static void TearDownTestSuite() { delete daemon_; }
-  void SetUp() override {
-    ASSERT_TRUE(daemon_->ok()) << daemon_->error();
-    stub_ = inference::GRPCInferenceService::NewStub(daemon_->Channel());
-  }
   grpc::Status Infer(const Req& r) {
     grpc::ClientContext ctx;
     inference::ModelInferResponse resp;
@@ -36,10 +30,7 @@ class InferTest : public ::testing::Test {
     EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_message();
     EXPECT_NE(s.error_message().find("'" + tensor + "'"), std::string::npos) << s.error_message() << " (expected '" << tensor << "')";
   }
-  static DaemonProcess* daemon_;
-  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
 };
-DaemonProcess* InferTest::daemon_ = nullptr;
 
 TEST_F(InferTest, ValidRequestWithoutGpuIsFailedPrecondition) {
   const grpc::Status s = Infer(ValidRequest());

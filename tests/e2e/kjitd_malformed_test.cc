@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "kjit/v1/kernel_service.grpc.pb.h"
-#include "tests/e2e/daemon_process.h"
+#include "tests/e2e/daemon_fixture.h"
 #include "tests/e2e/infer_requests.h"
 
 namespace kjit::testing {
@@ -16,14 +16,8 @@ namespace {
 using grpc::StatusCode;
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 
-class MalformedTest : public ::testing::Test {
+class MalformedTest : public DaemonSuite {
  protected:
-  static void SetUpTestSuite() { daemon_ = new DaemonProcess(); }
-  static void TearDownTestSuite() { delete daemon_; }
-  void SetUp() override {
-    ASSERT_TRUE(daemon_->ok()) << daemon_->error();
-    stub_ = inference::GRPCInferenceService::NewStub(daemon_->Channel());
-  }
   // Expects `code` and, for INVALID_ARGUMENT, a message naming `what`.
   void Expect(const Req& r, StatusCode code, const std::string& what = "") {
     const grpc::Status s = Infer(stub_.get(), r);
@@ -32,10 +26,7 @@ class MalformedTest : public ::testing::Test {
       EXPECT_NE(s.error_message().find(what), std::string::npos) << s.error_message();
     }
   }
-  static DaemonProcess* daemon_;
-  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
 };
-DaemonProcess* MalformedTest::daemon_ = nullptr;
 
 TEST_F(MalformedTest, MalformedShapes) {
   Expect(ValidRequest(), StatusCode::FAILED_PRECONDITION);  // valid: fails only for want of a GPU

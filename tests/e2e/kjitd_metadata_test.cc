@@ -5,23 +5,12 @@
 
 #include "health/v1/health.grpc.pb.h"
 #include "inference/grpc_service.grpc.pb.h"
-#include "tests/e2e/daemon_process.h"
+#include "tests/e2e/daemon_fixture.h"
 
 namespace kjit::testing {
 namespace {
 
-class MetadataTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { daemon_ = new DaemonProcess(); }
-  static void TearDownTestSuite() { delete daemon_; }
-  void SetUp() override {
-    ASSERT_TRUE(daemon_->ok()) << daemon_->error();
-    stub_ = inference::GRPCInferenceService::NewStub(daemon_->Channel());
-  }
-  static DaemonProcess* daemon_;
-  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
-};
-DaemonProcess* MetadataTest::daemon_ = nullptr;
+class MetadataTest : public DaemonSuite {};
 
 TEST_F(MetadataTest, HealthServingLiveReady) {
   auto health = grpc::health::v1::Health::NewStub(daemon_->Channel());

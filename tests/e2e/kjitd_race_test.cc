@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "kjit/v1/kernel_service.grpc.pb.h"
-#include "tests/e2e/daemon_process.h"
+#include "tests/e2e/daemon_fixture.h"
 #include "tests/e2e/infer_requests.h"
 
 namespace kjit::testing {
@@ -20,18 +20,7 @@ namespace {
 
 using grpc::StatusCode;
 
-class DaemonTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { daemon_ = new DaemonProcess(); }
-  static void TearDownTestSuite() { delete daemon_; }
-  void SetUp() override {
-    ASSERT_TRUE(daemon_->ok()) << daemon_->error();
-    stub_ = inference::GRPCInferenceService::NewStub(daemon_->Channel());
-  }
-  static DaemonProcess* daemon_;
-  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
-};
-DaemonProcess* DaemonTest::daemon_ = nullptr;
+class DaemonTest : public DaemonSuite {};
 
 // A ModelInfer whose qo_indptr lives in `region` (written at offset 0 of the test's shm object).
 Req RegionRequest(const std::string& region) {

@@ -12,20 +12,18 @@
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "kjit/v1/kernel_service.grpc.pb.h"
-#include "tests/e2e/daemon_process.h"
+#include "tests/e2e/daemon_fixture.h"
 
 namespace kjit::testing {
 namespace {
 
 using grpc::StatusCode;
 
-class ShmTest : public ::testing::Test {
+class ShmTest : public DaemonSuite {
  protected:
-  static void SetUpTestSuite() { daemon_ = new DaemonProcess(); }
-  static void TearDownTestSuite() { delete daemon_; }
   void SetUp() override {
-    ASSERT_TRUE(daemon_->ok()) << daemon_->error();
-    stub_ = inference::GRPCInferenceService::NewStub(daemon_->Channel());
+    DaemonSuite::SetUp();
+    if (HasFatalFailure()) return;
     kernels_ = kjit::v1::KernelService::NewStub(daemon_->Channel());
     key_ = "/kjit-test-" + std::to_string(getpid()) + "-" +
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
@@ -71,12 +69,9 @@ class ShmTest : public ::testing::Test {
     return resp.regions_size();
   }
 
-  static DaemonProcess* daemon_;
-  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
   std::unique_ptr<kjit::v1::KernelService::Stub> kernels_;
   std::string key_;
 };
-DaemonProcess* ShmTest::daemon_ = nullptr;
 
 TEST_F(ShmTest, RegisterStatusUnregister) {
   ASSERT_EQ(Register("in", key_, 128, 1024), StatusCode::OK);
