@@ -176,6 +176,12 @@ TEST(MlaVerifyPlanTest, SplitsFillTheMachineForLongPrefixesOnly) {
   auto rtx = PlanMlaVerify(Problem(1, 8, 16, 65536), RtxPro6000());
   ASSERT_TRUE(rtx.ok());
   EXPECT_GE(rtx->num_splits * rtx->main.grid[0], 100);
+  // The sm_120 tile takes one CTA per SM (99 KB of its 128 KB): a long prefix fills all 188 SMs.
+  for (int64_t prefix : {65536, 200000}) {
+    auto p = PlanMlaVerify(Problem(1, 8, 16, prefix), RtxPro6000());
+    ASSERT_TRUE(p.ok());
+    EXPECT_GE(p->main.grid[0] * p->main.grid[1] * p->main.grid[2], 188u) << "P " << prefix;
+  }
   // The plan is a pure function of the problem and the device.
   EXPECT_EQ(PlanMlaVerify(Problem(1, 8, 16, 65536), H200())->num_splits, big->num_splits);
   MlaVerifyProblem forced = Problem(1, 8, 16, 65536);
