@@ -31,9 +31,12 @@ std::string Usage() {
          "             [--log-level error|warn|info|debug] [--help]\n"
          "  --socket     Unix socket (default " + DefaultSocketPath() + ")\n"
          "  --listen     also serve TCP on HOST:PORT (e.g. 127.0.0.1:8001); off unless given\n"
-         "  --cache-dir  cubin cache directory (default $KJIT_CACHE_DIR, else ~/.cache/kjit)\n"
+         "  --cache-dir  cubin cache directory (default $KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit,\n"
+         "               else ~/.cache/kjit; cap it with $KJIT_CACHE_MAX_BYTES)\n"
          "  --arch       extra archs to compile at startup besides the GPUs' own (e.g. sm_120,sm_90)\n"
-         "  --log-level  default info\n";
+         "  --log-level  default info\n"
+         "Without a CUDA driver or GPU kjitd runs compile-only: it fills the cache for --arch and\n"
+         "answers ModelInfer with FAILED_PRECONDITION.\n";
 }
 
 StatusOr<Flags> ParseFlags(int argc, char** argv) {
