@@ -6,11 +6,11 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <climits>
 #include <filesystem>
 #include <thread>
 
 #include "health/v1/health.grpc.pb.h"
+#include "tests/e2e/channel.h"
 
 namespace kjit::testing {
 
@@ -63,15 +63,7 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_flags) {
   error_ = "kjitd did not become SERVING within 120 s";
 }
 
-std::shared_ptr<grpc::Channel> DaemonProcess::Channel() const {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(INT_MAX);
-  args.SetMaxSendMessageSize(INT_MAX);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
-  return grpc::CreateCustomChannel(target(), grpc::InsecureChannelCredentials(), args);
-}
+std::shared_ptr<grpc::Channel> DaemonProcess::Channel() const { return DaemonChannel(target()); }
 
 int DaemonProcess::Stop() {
   if (pid_ <= 0) return -1;

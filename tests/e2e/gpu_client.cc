@@ -1,11 +1,11 @@
 #include "tests/e2e/gpu_client.h"
 
-#include <climits>
 #include <cstring>
 
 #include "runtime/kernels/mla_verify_launch.h"
 #include "runtime/kernels/mla_verify_naive.h"
 #include "runtime/kernels/mla_verify_plan.h"
+#include "tests/e2e/channel.h"
 
 namespace kjit::e2e {
 namespace {
@@ -208,14 +208,6 @@ StatusOr<InProcessResult> RunInProcess(const std::string& family, const kernels:
   return r;
 }
 
-std::shared_ptr<grpc::Channel> Connect(const std::string& target) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(INT_MAX);
-  args.SetMaxSendMessageSize(INT_MAX);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-}
+std::shared_ptr<grpc::Channel> Connect(const std::string& target) { return kjit::testing::DaemonChannel(target); }
 
 }  // namespace kjit::e2e
