@@ -5,17 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/kernels/mla_verify_launch.h"
+#include "tests/gpu/device_case.h"
 #include "tests/reference/mla_reference.h"
 
 namespace kjit::bench {
 namespace {
-
-template <typename T>
-StatusOr<driver::DeviceBuffer> Upload(const std::vector<T>& v) {
-  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer buf, driver::DeviceBuffer::Alloc(std::max<size_t>(v.size() * sizeof(T), 256)));
-  if (!v.empty()) KJIT_RETURN_IF_ERROR(buf.CopyFromHost(v.data(), v.size() * sizeof(T)));
-  return buf;
-}
 
 Status RunCase(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev, CUstream stream,
                const reference::CaseSpec& spec, int force_tile) {
@@ -23,34 +17,15 @@ Status RunCase(const kernels::KernelTable& kernels, const driver::DeviceInfo& de
   kernels::MlaVerifyProblem p = c.problem;
   p.force_tile = force_tile;
   KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, kernels::PlanMlaVerify(p, dev));
-  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer q, Upload(c.q));
-  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer k_ext, Upload(c.k_extend));
-  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer kv, Upload(c.kv_cache));
-  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer qo, Upload(c.qo_indptr));
-  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer kvp, Upload(c.kv_indptr));
-  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer kvi, Upload(c.kv_indices));
-  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer mask, p.mask_kind == kernels::MaskKind::kPacked
-                                                        ? Upload(c.mask_packed)
-                                                        : Upload(c.mask_bool));
-  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer mip, Upload(c.mask_indptr));
-  const size_t o_elems = static_cast<size_t>(p.num_q) * p.num_heads * kernels::kMlaVDim;
-  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer o, driver::DeviceBuffer::Alloc(o_elems * 2));
-  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer lse, driver::DeviceBuffer::Alloc(p.num_q * p.num_heads * 4 + 256));
-  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer ws, driver::DeviceBuffer::Alloc(plan.workspace_bytes));
-  KJIT_RETURN_IF_ERROR(o.Fill(0xff));  // NaN poison: every element must be written
-  KJIT_RETURN_IF_ERROR(lse.Fill(0xff));
-  KJIT_RETURN_IF_ERROR(ws.Fill(0xff));
-  kernels::MlaVerifyBuffers b{q.get(), k_ext.get(), kv.get(), qo.get(), kvp.get(), kvi.get(),
-                              mask.get(), mip.get(), o.get(), lse.get(), ws.get()};
-  KJIT_RETURN_IF_ERROR(kernels::LaunchMlaVerify(kernels, plan, p, b, stream));
+  KJIT_ASSIGN_OR_RETURN(std::unique_ptr<gputest::DeviceCase> d,
+                        gputest::DeviceCase::Create(c, plan.workspace_bytes));  // outputs poisoned
+  KJIT_RETURN_IF_ERROR(kernels::LaunchMlaVerify(kernels, plan, p, d->Buffers(p.write_lse), stream));
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "sanity case"));
-  std::vector<uint16_t> got(o_elems);
-  std::vector<float> got_lse(p.num_q * p.num_heads);
+  std::vector<uint16_t> got;
+  std::vector<float> got_lse;
   uint32_t err = 0;
-  KJIT_RETURN_IF_ERROR(o.CopyToHost(got.data(), got.size() * 2));
-  KJIT_RETURN_IF_ERROR(lse.CopyToHost(got_lse.data(), got_lse.size() * 4));
-  KJIT_RETURN_IF_ERROR(ws.CopyToHost(&err, 4, plan.error_word_offset));
+  KJIT_RETURN_IF_ERROR(d->Download(&got, &got_lse, &err, plan.error_word_offset));
   const reference::RefOutput want = reference::Reference(c);
   const reference::Comparison cmp = reference::Compare(c, want, got, p.write_lse ? got_lse : std::vector<float>{});
   std::printf("sanity %s B%d splits=%d: %s\n", plan.specialization.c_str(), p.batch, plan.num_splits,
