@@ -5,20 +5,27 @@
 //   kjit::mla::MlaVerifyCombine<8>
 #include "mla_verify/combine.cuh"
 #include "mla_verify/split_kernel.cuh"
+#include "mla_verify/split_wgmma.cuh"
 #include "common/sync.cuh"
+
+// sm_90 runs the warpgroup-MMA tile, which needs the arch-specific target (the runtime compiles
+// this family for sm_90a on sm_90 devices; see runtime/kernels/mla_verify_family.cc).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "mla_verify for compute capability 9.0 must be compiled for sm_90a (wgmma)"
+#endif
 
 namespace kjit {
 namespace mla {
 
 #if defined(__CUDA_ARCH__)
-using ArchTile = TileFor<UsesLargeTile(__CUDA_ARCH__ / 100)>::type;
+constexpr int kArchMajor = __CUDA_ARCH__ / 100;
 #else
-using ArchTile = TileFor<false>::type;
+constexpr int kArchMajor = 0;
 #endif
 
 template <int kTile>
-struct SplitTile {
-  using type = ArchTile;
+struct SplitTile {  // kTileArch off sm_90a
+  using type = TileFor<UsesLargeTile(kArchMajor)>::type;
 };
 template <>
 struct SplitTile<kTile16x32> {
@@ -28,16 +35,31 @@ template <>
 struct SplitTile<kTile32x16> {
   using type = ConfigSmall32;
 };
+template <>
+struct SplitTile<kTile64x64> {
+  using type = ConfigLarge;
+};
+
+template <int kTile>
+constexpr bool kSplitUsesWgmma = kTile == kTileArch && UsesWgmmaTile(kArchMajor);
+template <int kTile>
+constexpr int kSplitThreads = kSplitUsesWgmma<kTile> ? ConfigWgmma::kThreads : SplitTile<kTile>::type::kThreads;
 
 // kMask: 0 = bool bytes, 1 = packed bits (runtime/kernels MaskKind values). kTile: a TileId; the
 // default is the compiled arch's tile.
 template <int kHeads, int kMask, int kTile = kTileArch>
-__global__ void __launch_bounds__(SplitTile<kTile>::type::kThreads, 1)
+__global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
     MlaVerifySplit(const __grid_constant__ MlaVerifyParams p) {
   static_assert(kHeads == 8 || kHeads == 16 || kHeads == 32 || kHeads == 64 || kHeads == 128,
                 "heads per rank");
   AllowDependentLaunch();  // the combine's CTAs may occupy idle SMs; they wait for this grid
-  SplitKernelBody<kHeads, kMask == 1, typename SplitTile<kTile>::type>(p);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kSplitUsesWgmma<kTile>) {
+    WgmmaSplitKernelBody<kHeads, kMask == 1>(p);
+    return;
+  }
+#endif
+  if constexpr (!kSplitUsesWgmma<kTile>) SplitKernelBody<kHeads, kMask == 1, typename SplitTile<kTile>::type>(p);
 }
 
 template <int kHeads>

@@ -2,7 +2,9 @@
 // corrupt indptr skips the request (and sets an error bit) instead of faulting.
 #pragma once
 
+#include "common/softmax.cuh"
 #include "mla_verify/params.h"
+#include "mla_verify/traits.h"
 
 namespace kjit {
 namespace mla {
@@ -41,6 +43,16 @@ __device__ __forceinline__ void PrefixChunk(long long prefix, int num_splits, in
   if (e > prefix) e = prefix;
   *begin = b;
   *end = e;
+}
+
+// A CTA whose chunk is empty writes an empty state (weight 0, O zeroed) for its rows, so the
+// combine needs no special case.
+__device__ __forceinline__ void WriteEmptyState(float* part_lse, unsigned short* part_o, int m0, int rows_b,
+                                                int tile_rows, int tid, int threads) {
+  const int rows = rows_b - m0 < tile_rows ? rows_b - m0 : tile_rows;
+  for (int r = tid; r < rows; r += threads) part_lse[m0 + r] = NegInf();
+  uint4* dst = reinterpret_cast<uint4*>(part_o + static_cast<long long>(m0) * kVDim);
+  for (int i = tid; i < rows * (kVDim / 8); i += threads) dst[i] = make_uint4(0u, 0u, 0u, 0u);
 }
 
 __device__ __forceinline__ void RaiseError(const MlaVerifyParams& p, unsigned bits) {

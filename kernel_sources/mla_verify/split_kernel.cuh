@@ -51,12 +51,8 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   const long long state = static_cast<long long>(b) * (p.num_splits + 1) + split;
   float* part_lse = p.part_lse + state * p.rows_cap;
   unsigned short* part_o = p.part_o + state * p.rows_cap * kVDim;
-  if (kv_begin >= kv_end) {  // empty chunk: an empty state (weight 0), O zeroed for the combine
-    for (int r = tid; r < Cfg::kRows; r += kThreads)
-      if (m0 + r < rows_b) part_lse[m0 + r] = NegInf();
-    const int rows = rows_b - m0 < Cfg::kRows ? rows_b - m0 : Cfg::kRows;
-    uint4* dst = reinterpret_cast<uint4*>(part_o + static_cast<long long>(m0) * kVDim);
-    for (int i = tid; i < rows * (kVDim / 8); i += kThreads) dst[i] = make_uint4(0u, 0u, 0u, 0u);
+  if (kv_begin >= kv_end) {
+    WriteEmptyState(part_lse, part_o, m0, rows_b, Cfg::kRows, tid, kThreads);
     return;
   }
   const int num_tiles = static_cast<int>((kv_end - kv_begin + kTile - 1) / kTile);

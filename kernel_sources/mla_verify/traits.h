@@ -48,7 +48,8 @@ struct TileConfig {
   static_assert(kChunksPerRow % 8 == 0, "the XOR swizzle permutes chunks within groups of 8");
 };
 
-// sm_90/sm_100 (227 KB of shared memory per block): 64 rows x 64 KV rows, 8 warps.
+// sm_100 (227 KB of shared memory per block; sm_90's before the warpgroup-MMA tile): 64 rows x 64
+// KV rows, 8 warps of mma.sync.
 using ConfigLarge = TileConfig<2, 2, 64>;
 // The first 99 KB tile: 16 rows x 32 KV rows, 4 warps (V quarters); kept for comparison.
 using ConfigSmall = TileConfig<1, 1, 32>;
@@ -73,8 +74,35 @@ static_assert(sizeof(SmemPlan<ConfigLarge>) <= kSmemLimitLarge, "large tile exce
 static_assert(sizeof(SmemPlan<ConfigSmall>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
 static_assert(sizeof(SmemPlan<ConfigSmall32>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
 
-// Which tile an arch compiles and the host plans for: the same function on both sides.
-KJIT_MLA_HOST_DEVICE constexpr bool UsesLargeTile(int cc_major) { return cc_major == 9 || cc_major == 10; }
+// The sm_90a tile (split_wgmma.cuh): 64 query rows x 64 KV rows, two warpgroups; its
+// shared-memory plan is WgmmaSmem.
+struct ConfigWgmma {
+  static constexpr int kRows = 64;
+  static constexpr int kKvTile = 64;
+  static constexpr int kThreads = 256;
+};
+
+// Shared memory of the sm_90a split kernel: 128-byte-swizzled groups of 64 rows x 64 bf16
+// (common/wgmma.cuh), 1024-byte aligned. Q and each KV stage are 9 groups (dims 0-63 ... 512-575);
+// P is one group (64 query rows x 64 KV rows).
+struct alignas(1024) WgmmaSmem {
+  static constexpr unsigned kGroupBytes = 64 * 128;
+  unsigned short q[9 * 64 * 64];
+  unsigned short kv[2][9 * 64 * 64];
+  unsigned short p[64 * 64];
+  float alpha[64];  // per-row rescale of O for the current tile (warpgroup 0 -> both)
+  float lsum[64];   // final row sums
+  long long idx[kIdxRing][64];
+};
+// The kernel aligns its dynamic shared memory to 1024 bytes itself, so it asks for that much more.
+constexpr int kWgmmaSmemBytes = static_cast<int>(sizeof(WgmmaSmem)) + 1024;
+static_assert(kWgmmaSmemBytes <= kSmemLimitLarge, "sm_90a tile exceeds 227 KB");
+
+// Which tile an arch compiles and the host plans for: the same functions on both sides. sm_90
+// (compiled as sm_90a) runs the warpgroup-MMA tile; sm_100 the 64 x 64 mma.sync tile; the 99 KB
+// arches (sm_80, sm_86, sm_89, sm_120) the 32 x 16 tile.
+KJIT_MLA_HOST_DEVICE constexpr bool UsesWgmmaTile(int cc_major) { return cc_major == 9; }
+KJIT_MLA_HOST_DEVICE constexpr bool UsesLargeTile(int cc_major) { return cc_major == 10; }
 template <bool kLarge>
 struct TileFor {
   using type = ConfigSmall32;
@@ -84,10 +112,10 @@ struct TileFor<true> {
   using type = ConfigLarge;
 };
 
-// Tiles a caller may force on any arch whose limits they fit (benchmarks: the sm_120 tiles measured
-// on an sm_90 device). kTileArch = the arch's own tile (TileFor).
-enum TileId : int { kTileArch = 0, kTile16x32 = 1, kTile32x16 = 2 };
-constexpr int kNumTileIds = 3;
+// Tiles a caller may force on any arch whose limits they fit (benchmarks and tests: the sm_120 tile
+// and the mma.sync 64 x 64 tile measured on an sm_90 device). kTileArch = the arch's own tile.
+enum TileId : int { kTileArch = 0, kTile16x32 = 1, kTile32x16 = 2, kTile64x64 = 3 };
+constexpr int kNumTileIds = 4;
 
 // Combine: one CTA per query row; kCombineSlices groups of 64 threads (8 output columns each)
 // take every kCombineSlices-th state, kCombineBatch states per memory round trip, and are merged in

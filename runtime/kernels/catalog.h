@@ -26,6 +26,9 @@ struct Specialization {
   // Unset means none. The catalog test checks each kernel's static smem (ptxas) plus its dynamic
   // smem against the arch's per-block limit.
   std::function<int(std::string_view arch)> max_dynamic_smem;
+  // The arch NVRTC compiles for when the specialization is asked for `arch` (a device's arch or a
+  // --arch flag). Unset means `arch` itself. mla_verify maps sm_90 to sm_90a (wgmma).
+  std::function<std::string(std::string_view arch)> target_arch;
 };
 
 // Every specialization of every family, in a fixed order.

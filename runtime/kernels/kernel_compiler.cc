@@ -41,10 +41,12 @@ std::string ToolkitId() {
   return id;
 }
 
-CompiledKernel FromResult(const Specialization& spec, std::string_view arch, nvrtc::CompileResult r) {
+CompiledKernel FromResult(const Specialization& spec, std::string_view arch, std::string_view cubin_arch,
+                          nvrtc::CompileResult r) {
   CompiledKernel k;
   k.spec = spec;
   k.arch = std::string(arch);
+  k.cubin_arch = std::string(cubin_arch);
   k.cubin = std::move(r.cubin);
   k.lowered_names = std::move(r.lowered_names);
   k.resources = std::move(r.resources);
@@ -57,7 +59,7 @@ cache::Entry ToEntry(const CompiledKernel& k, const std::vector<std::string>& op
   cache::Entry e;
   e.meta.family = k.spec.family;
   e.meta.specialization = k.spec.name;
-  e.meta.arch = k.arch;
+  e.meta.arch = k.cubin_arch;
   e.meta.nvrtc_version = nvrtc::Version();
   e.meta.options = options;
   e.meta.compile_ms = k.compile_ms;
@@ -82,6 +84,7 @@ CompiledKernel FromEntry(const Specialization& spec, std::string_view arch, cach
   CompiledKernel k;
   k.spec = spec;
   k.arch = std::string(arch);
+  k.cubin_arch = e.meta.arch;
   k.cache_key = std::move(e.key);
   k.cubin = std::move(e.cubin);
   for (const cache::KernelInfo& info : e.meta.kernels) {
@@ -143,13 +146,15 @@ KernelCompiler::KernelCompiler(cache::CubinCache* cache, int max_parallel)
 
 StatusOr<CompiledKernel> KernelCompiler::Get(const Specialization& spec, std::string_view arch) {
   const std::string what = absl::StrCat(spec.family, "/", spec.name, " for ", std::string(arch));
+  const std::string target = spec.target_arch ? spec.target_arch(arch) : std::string(arch);
   KJIT_RETURN_IF_ERROR(nvrtc::ValidateArch(arch));
-  auto req = BuildRequest(spec, arch);
+  KJIT_RETURN_IF_ERROR(nvrtc::ValidateArch(target));
+  auto req = BuildRequest(spec, target);
   if (!req.ok()) return WithContext(req.status(), what);
   if (cache_ == nullptr) {
     auto r = nvrtc::Compile(*req);
     if (!r.ok()) return WithContext(r.status(), what);
-    return FromResult(spec, arch, std::move(*r));
+    return FromResult(spec, arch, target, std::move(*r));
   }
   cache::KeyInputs in;
   in.source = req->source;
@@ -163,7 +168,7 @@ StatusOr<CompiledKernel> KernelCompiler::Get(const Specialization& spec, std::st
                       .specialization = spec.name};
   auto compile = [&]() -> StatusOr<cache::Entry> {
     KJIT_ASSIGN_OR_RETURN(nvrtc::CompileResult r, nvrtc::Compile(*req));
-    return ToEntry(FromResult(spec, arch, std::move(r)), in.options);
+    return ToEntry(FromResult(spec, arch, target, std::move(r)), in.options);
   };
   cache::Origin origin = cache::Origin::kCompiled;
   auto entry = cache_->GetOrCreate(creq, compile, &origin);

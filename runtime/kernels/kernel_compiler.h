@@ -25,7 +25,8 @@ namespace kjit::kernels {
 
 struct CompiledKernel {
   Specialization spec;
-  std::string arch;
+  std::string arch;        // the arch it was asked for (a device's, e.g. "sm_90")
+  std::string cubin_arch;  // the arch NVRTC compiled for (Specialization::target_arch, e.g. "sm_90a")
   std::string cache_key;  // hex digest; empty when compiled without a cache
   std::vector<char> cubin;
   std::vector<std::pair<std::string, std::string>> lowered_names;  // name expression -> lowered

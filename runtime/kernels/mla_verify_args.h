@@ -32,7 +32,8 @@ struct MlaVerifyProblem {
   int64_t max_prefix = 0;     // upper bound on every P_b; a planning hint (0 = unknown)
   int force_num_splits = 0;   // mla_verify: prefix chunks per request when > 0 (benchmarks); 0 = planned
   int force_tile = 0;         // mla_verify: 0 = the device's tile; 1 = 16x32, 2 = 32x16 (the 99 KB
-                              // tiles, on any device with the shared memory; benchmarks)
+                              // tiles), 3 = 64x64 mma.sync, on any device with the shared memory
+                              // (tests and benchmarks)
   MaskKind mask_kind = MaskKind::kBool;
   bool is_causal = true;
   bool write_lse = false;

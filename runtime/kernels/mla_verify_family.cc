@@ -30,6 +30,11 @@ std::vector<Specialization> Specs(int force_tile) {
       s.max_dynamic_smem = [force_tile](std::string_view arch) {
         return MlaVerifyTileFor(CcMajor(arch), force_tile).smem_bytes;
       };
+      // The sm_90 tile uses wgmma, which exists only in the arch-specific target (the source
+      // refuses plain sm_90). A cubin for sm_90a loads on every compute capability 9.0 device.
+      s.target_arch = [](std::string_view arch) {
+        return arch == "sm_90" ? std::string("sm_90a") : std::string(arch);
+      };
       specs.push_back(std::move(s));
     }
   }
@@ -39,7 +44,7 @@ std::vector<Specialization> Specs(int force_tile) {
 }  // namespace
 
 // One program per (H, mask kind): the split kernel and the combine. The tile is the compiled
-// arch's (mla::UsesLargeTile), so the same specializations serve sm_90 and sm_120.
+// arch's (mla::UsesWgmmaTile, mla::UsesLargeTile), so the same specializations serve sm_90 and sm_120.
 std::vector<Specialization> MlaVerifySpecializations() { return Specs(mla::kTileArch); }
 
 std::vector<Specialization> MlaVerifyForcedTileSpecializations(int force_tile) {

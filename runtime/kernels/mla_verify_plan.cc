@@ -15,6 +15,8 @@ namespace kjit::kernels {
 namespace {
 
 constexpr size_t kWorkspaceAlign = 256;
+// One 64x64 tile of the sm_90a (warpgroup MMA) split kernel on the H200.
+constexpr double kWgmmaTileMicros = 1.6;
 
 size_t AlignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
@@ -46,7 +48,8 @@ Status ValidateProblem(const MlaVerifyProblem& p) {
     return Invalid(absl::StrCat("force_num_splits = ", p.force_num_splits, "; need 0..",
                                 mla::kCombineMaxStates - 1));
   if (p.force_tile < 0 || p.force_tile >= mla::kNumTileIds)
-    return Invalid(absl::StrCat("force_tile = ", p.force_tile, "; need 0 (the device's tile), 1 (16x32) or 2 (32x16)"));
+    return Invalid(absl::StrCat("force_tile = ", p.force_tile,
+                                "; need 0 (the device's tile), 1 (16x32), 2 (32x16) or 3 (64x64 mma.sync)"));
   if (p.mask_kind != MaskKind::kBool && p.mask_kind != MaskKind::kPacked)
     return Invalid("mask_kind must be kBool or kPacked");
   if (!std::isfinite(p.sm_scale) || !std::isfinite(p.k_scale) || !std::isfinite(p.v_scale))
@@ -89,13 +92,7 @@ double EstimateTiles(int slots, long ctas_per_split, long prefix_tiles, long tre
   return end + state_tiles * (splits + 1);
 }
 
-// Time of one KV tile of one CTA, in microseconds. The large tile (64 rows x 64 KV rows) is
-// measured on the H200 (bs1 H8 D16, P = 4k with 8..64 splits: 4.5-4.9 us per tile); the small tile
-// (16 x 32, 1/8 of the work) is assumed 2.5x less efficient per FLOP until measured on its device.
-double TileMicros(const MlaVerifyTile& tile) {
-  const double work = static_cast<double>(tile.rows) * tile.kv_tile / (64.0 * 64.0);
-  return 4.7 * work * (tile.rows >= 64 ? 1.0 : 2.5);
-}
+double TileMicros(const MlaVerifyTile& tile) { return tile.tile_us; }
 
 int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const MlaVerifyTile& tile) {
   const long m_tiles = (static_cast<long>(p.max_draft) * p.num_heads + tile.rows - 1) / tile.rows;
@@ -149,12 +146,20 @@ std::string MlaVerifyCombineExpression(int num_heads) {
 }
 
 MlaVerifyTile MlaVerifyTileFor(int cc_major, int force_tile) {
+  // Per-tile times: the mma.sync 64x64 tile measured on the H200 (bs1 H8 D16, P = 4k with 8..64
+  // splits: 4.5-4.9 us); the 99 KB mma.sync tiles assumed 2.5x less efficient per FLOP than it.
   auto make = [](auto cfg) {
     using Cfg = decltype(cfg);
-    return MlaVerifyTile{Cfg::kRows, Cfg::kKvTile, Cfg::kThreads, static_cast<int>(sizeof(mla::SmemPlan<Cfg>))};
+    const double work = static_cast<double>(Cfg::kRows) * Cfg::kKvTile / (64.0 * 64.0);
+    return MlaVerifyTile{Cfg::kRows, Cfg::kKvTile, Cfg::kThreads, static_cast<int>(sizeof(mla::SmemPlan<Cfg>)),
+                         4.7 * work * (Cfg::kRows >= 64 ? 1.0 : 2.5)};
   };
   if (force_tile == mla::kTile16x32) return make(mla::ConfigSmall{});
   if (force_tile == mla::kTile32x16) return make(mla::ConfigSmall32{});
+  if (force_tile == mla::kTile64x64) return make(mla::ConfigLarge{});
+  if (mla::UsesWgmmaTile(cc_major))
+    return MlaVerifyTile{mla::ConfigWgmma::kRows, mla::ConfigWgmma::kKvTile, mla::ConfigWgmma::kThreads,
+                         mla::kWgmmaSmemBytes, kWgmmaTileMicros};
   return mla::UsesLargeTile(cc_major) ? make(mla::TileFor<true>::type{}) : make(mla::TileFor<false>::type{});
 }
 

@@ -34,15 +34,17 @@ struct MlaVerifyTile {
   int kv_tile = 0;
   int threads = 0;
   int smem_bytes = 0;
+  double tile_us = 0;  // time of one KV tile of one CTA (the split model's unit), measured on the H200
 };
 MlaVerifyTile MlaVerifyTileFor(int cc_major);
-// The tile of a launch: the device's (force_tile == 0) or a forced one (1: 16x32, 2: 32x16).
+// The tile of a launch: the device's (force_tile == 0: warpgroup MMA 64x64 on sm_90, mma.sync 64x64
+// on sm_100, 32x16 elsewhere) or a forced mma.sync one (1: 16x32, 2: 32x16, 3: 64x64).
 MlaVerifyTile MlaVerifyTileFor(int cc_major, int force_tile);
 
 // Validates what the host can (InvalidArgument saying what to fix): H in {8,16,32,64,128},
 // 1 <= max_draft <= 64, batch in [1, 65535], non-negative sizes, strides (multiples of 8 elements,
 // rows not overlapping), finite scales; FailedPrecondition when the device lacks the shared memory
-// the tile needs; force_tile in 0..2. Chooses NSPLIT from B, max_draft, max_prefix (a hint: 0 = unknown) and
+// the tile needs; force_tile in 0..3. Chooses NSPLIT from B, max_draft, max_prefix (a hint: 0 = unknown) and
 // dev.sm_count unless problem.force_num_splits > 0 (a makespan model of per-tile time, waves and
 // partial-state traffic; correctness never depends on max_prefix). Workspace: error word, then per
 // (request, split) the partial LSE (fp32) and O (bf16) of max_draft * H rows.

@@ -133,7 +133,7 @@ grpc::Status KernelService::GetKernel(grpc::ServerContext*, const v1::GetKernelR
   }
   resp->set_cubin(k->cubin.data(), k->cubin.size());
   resp->set_cache_key(k->cache_key);
-  resp->set_arch(k->arch);
+  resp->set_arch(k->cubin_arch.empty() ? k->arch : k->cubin_arch);
   FillKernels(*k, resp->mutable_kernels());
   return grpc::Status::OK;
 }

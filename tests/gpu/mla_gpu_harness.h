@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "jit_cache/cubin_cache.h"
+#include "kernel_sources/mla_verify/traits.h"
 #include "runtime/driver/cuda_driver.h"
 #include "runtime/kernels/kernel_compiler.h"
 #include "runtime/kernels/mla_verify_launch.h"
@@ -24,16 +25,30 @@
 
 namespace kjit::gputest {
 
-// The two launch families under test, driven through the same plan/launch shape.
+// The launch families under test, driven through the same plan/launch shape: the fast kernel with
+// the device's tile (warpgroup MMA on sm_90), the fast kernel with forced mma.sync tiles (32x16 is
+// sm_120's own tile: this is where it runs on an sm_90 test machine), and the oracle.
 struct Family {
   const char* name;
   StatusOr<kernels::MlaVerifyPlan> (*plan)(const kernels::MlaVerifyProblem&, const driver::DeviceInfo&);
   Status (*launch)(const kernels::KernelTable&, const kernels::MlaVerifyPlan&, const kernels::MlaVerifyProblem&,
                    const kernels::MlaVerifyBuffers&, CUstream);
+  int force_tile = 0;  // MlaVerifyProblem::force_tile for the fast family
 };
 inline void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
 inline const Family kFast{"fast", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify};
+inline const Family kFastTile32x16{"fast_t32x16", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
+                                   mla::kTile32x16};
+inline const Family kFastTile64x64{"fast_t64x64", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
+                                   mla::kTile64x64};
 inline const Family kNaive{"naive", &kernels::PlanMlaVerifyNaive, &kernels::LaunchMlaVerifyNaive};
+
+// The case's problem as the family launches it.
+inline kernels::MlaVerifyProblem ProblemFor(const Family& f, const reference::MlaCase& c) {
+  kernels::MlaVerifyProblem p = c.problem;
+  p.force_tile = f.force_tile;
+  return p;
+}
 
 // Device 0 with its context, a stream, and every specialization of both families loaded. Built once
 // per process; `status` says why it is unusable.
@@ -77,6 +92,9 @@ struct GpuRuntime {
     kernels::KernelCompiler compiler(cache.get());
     std::vector<kernels::Specialization> specs = kernels::FamilySpecializations(kernels::kMlaVerifyFamily);
     for (auto& s : kernels::FamilySpecializations(kernels::kMlaVerifyNaiveFamily)) specs.push_back(std::move(s));
+    for (int tile : {kFastTile32x16.force_tile, kFastTile64x64.force_tile}) {
+      for (auto& s : kernels::MlaVerifyForcedTileSpecializations(tile)) specs.push_back(std::move(s));
+    }
     std::vector<kernels::CompiledKernel> compiled;
     for (auto& k : compiler.GetAll(specs, {device.arch})) {
       if (!k.ok()) return WithContext(k.status(), "compiling the MLA verify catalog");
@@ -97,9 +115,10 @@ struct RunResult {
 inline StatusOr<RunResult> RunOnce(const Family& family, const reference::MlaCase& c) {
   GpuRuntime& rt = GpuRuntime::Get();
   KJIT_RETURN_IF_ERROR(rt.status);
-  KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, family.plan(c.problem, rt.device));
+  const kernels::MlaVerifyProblem problem = ProblemFor(family, c);
+  KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, family.plan(problem, rt.device));
   KJIT_ASSIGN_OR_RETURN(std::unique_ptr<DeviceCase> d, DeviceCase::Create(c, plan.workspace_bytes));
-  KJIT_RETURN_IF_ERROR(family.launch(*rt.kernels, plan, c.problem, d->Buffers(c.problem.write_lse), rt.stream->get()));
+  KJIT_RETURN_IF_ERROR(family.launch(*rt.kernels, plan, problem, d->Buffers(c.problem.write_lse), rt.stream->get()));
   KJIT_RETURN_IF_ERROR(rt.stream->Synchronize());
   RunResult r;
   KJIT_RETURN_IF_ERROR(d->Download(&r.o, &r.lse, &r.error_word, plan.error_word_offset));

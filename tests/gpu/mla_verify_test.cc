@@ -151,7 +151,8 @@ TEST_P(MlaVerifyGpu, GraphReplayWithNewInputsEqualsEagerBitwise) {
   const MlaCase a = reference::MakeCase(MediumSpec(51));
   const MlaCase b = reference::MakeCase(MediumSpec(52));  // same sizes, other values, slots and tree
   ASSERT_EQ(a.q.size(), b.q.size());
-  StatusOr<kernels::MlaVerifyPlan> plan = family().plan(a.problem, rt.device);
+  const kernels::MlaVerifyProblem problem = ProblemFor(family(), a);
+  StatusOr<kernels::MlaVerifyPlan> plan = family().plan(problem, rt.device);
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto d = DeviceCase::Create(a, plan->workspace_bytes);
   ASSERT_TRUE(d.ok()) << d.status();
@@ -161,7 +162,7 @@ TEST_P(MlaVerifyGpu, GraphReplayWithNewInputsEqualsEagerBitwise) {
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
   ASSERT_TRUE(driver::Check(rt.api->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED), "capture").ok());
-  const Status launched = family().launch(*rt.kernels, *plan, a.problem, bufs, stream);
+  const Status launched = family().launch(*rt.kernels, *plan, problem, bufs, stream);
   const Status ended = driver::Check(rt.api->cuStreamEndCapture(stream, &graph), "end capture");
   ASSERT_TRUE(launched.ok()) << launched;
   ASSERT_TRUE(ended.ok()) << ended;
@@ -277,7 +278,7 @@ TEST_P(MlaVerifyGpu, SanitizeHugeMaskIndptrIsReportedNotRead) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, MlaVerifyGpu, ::testing::Values(kFast, kNaive),
+INSTANTIATE_TEST_SUITE_P(Families, MlaVerifyGpu, ::testing::Values(kFast, kFastTile32x16, kFastTile64x64, kNaive),
                          [](const ::testing::TestParamInfo<Family>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -47,6 +47,11 @@ TEST(CatalogTest, CompilesForSm90AndSm120WithinResourceLimits) {
     const std::string what = spec.family + "/" + spec.name + " " + arch;
     ASSERT_TRUE(results[i].ok()) << what << ": " << results[i].status();
     const CompiledKernel& k = *results[i];
+    EXPECT_EQ(k.arch, arch) << what;
+    EXPECT_EQ(k.cubin_arch, spec.target_arch ? spec.target_arch(arch) : arch) << what;
+    if (spec.family == "mla_verify" && arch == "sm_90") {
+      EXPECT_EQ(k.cubin_arch, "sm_90a") << what;
+    }
     ASSERT_EQ(k.lowered_names.size(), spec.name_expressions.size()) << what;
     ASSERT_GE(k.resources.size(), spec.name_expressions.size()) << what << "\n";
     // The declared dynamic shared memory belongs to the main kernel (name_expressions[0]).

@@ -94,6 +94,32 @@ TEST_F(KernelCompilerTest, ErrorsNameTheSpecAndTheEntryLine) {
   EXPECT_EQ(compiler.Get(missing, "sm_90").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(KernelCompilerTest, TargetArchIsCompiledCachedAndLoadableOnTheAskedArch) {
+  cache::Options opts;
+  opts.dir = (root_ / "cache").string();
+  auto cache = cache::CubinCache::Open(opts);
+  KernelCompiler compiler(cache.get(), 1);
+  Specialization s = Spec(64, 0.5f);
+  s.target_arch = [](std::string_view arch) { return arch == "sm_90" ? std::string("sm_90a") : std::string(arch); };
+  auto a = compiler.Get(s, "sm_90");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->arch, "sm_90");
+  EXPECT_EQ(a->cubin_arch, "sm_90a");
+  auto plain = compiler.Get(Spec(64, 0.5f), "sm_90");  // same program without the mapping
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->cubin_arch, "sm_90");
+  EXPECT_NE(plain->cache_key, a->cache_key);
+  auto again = compiler.Get(s, "sm_90");  // from the cache, still recorded as sm_90a
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->origin, CompiledKernel::Origin::kCompiled);
+  EXPECT_EQ(again->cubin_arch, "sm_90a");
+  EXPECT_EQ(again->cubin, a->cubin);
+  EXPECT_TRUE(ArchRunsOn(a->cubin_arch, "sm_90"));
+  EXPECT_FALSE(ArchRunsOn(a->cubin_arch, "sm_100"));
+  s.target_arch = [](std::string_view) { return std::string("sm_9x"); };
+  EXPECT_EQ(compiler.Get(s, "sm_90").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(KernelCompilerTest, CacheTiersGiveIdenticalCubinsAndKeysFollowContent) {
   cache::Options opts;
   opts.dir = (root_ / "cache").string();

@@ -104,15 +104,21 @@ TEST(MlaVerifyPlanTest, DeviceWithoutEnoughSharedMemoryIsAPrecondition) {
 }
 
 TEST(MlaVerifyPlanTest, TilePerArchFitsItsLimits) {
-  const MlaVerifyTile big = MlaVerifyTileFor(9), small = MlaVerifyTileFor(12);
+  const MlaVerifyTile hopper = MlaVerifyTileFor(9), big = MlaVerifyTileFor(10), small = MlaVerifyTileFor(12);
+  EXPECT_EQ(hopper.rows, mla::ConfigWgmma::kRows);
+  EXPECT_EQ(hopper.threads, mla::ConfigWgmma::kThreads);
+  // The kernel aligns its shared memory to 1024 bytes itself: the plan asks for the slack.
+  EXPECT_EQ(hopper.smem_bytes, static_cast<int>(sizeof(mla::WgmmaSmem)) + 1024);
+  EXPECT_LE(hopper.smem_bytes, 232448);
+  EXPECT_EQ(sizeof(mla::WgmmaSmem) % 1024, 0u);
   EXPECT_EQ(big.rows, mla::ConfigLarge::kRows);
   EXPECT_EQ(big.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigLarge>)));
   EXPECT_LE(big.smem_bytes, 232448);
   EXPECT_EQ(small.rows, mla::ConfigSmall32::kRows);
   EXPECT_EQ(small.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigSmall32>)));
   EXPECT_LE(small.smem_bytes, 101376);
-  EXPECT_EQ(MlaVerifyTileFor(10).rows, big.rows);
   EXPECT_EQ(MlaVerifyTileFor(8).rows, small.rows);
+  for (const MlaVerifyTile& t : {hopper, big, small}) EXPECT_GT(t.tile_us, 0.0);
 }
 
 TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
@@ -125,8 +131,8 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   EXPECT_EQ(plan->main.grid[0], (rows + 63) / 64);
   EXPECT_EQ(plan->main.grid[1], static_cast<unsigned>(plan->num_splits) + 1);
   EXPECT_EQ(plan->main.grid[2], 3u);
-  EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::ConfigLarge::kThreads));
-  EXPECT_EQ(plan->main.dynamic_smem, sizeof(mla::SmemPlan<mla::ConfigLarge>));
+  EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::ConfigWgmma::kThreads));
+  EXPECT_EQ(plan->main.dynamic_smem, static_cast<unsigned>(mla::kWgmmaSmemBytes));
   EXPECT_EQ(plan->combine.grid[0], rows);
   EXPECT_EQ(plan->combine.block[0], static_cast<unsigned>(mla::kCombineThreads));
   EXPECT_EQ(plan->combine.grid[1], 3u);
@@ -199,6 +205,12 @@ TEST(MlaVerifyPlanTest, CatalogHasEveryHeadCountAndMaskKind) {
     EXPECT_EQ(s.max_dynamic_smem("sm_90"), MlaVerifyTileFor(9).smem_bytes);
     EXPECT_EQ(s.max_dynamic_smem("sm_90a"), MlaVerifyTileFor(9).smem_bytes);
     EXPECT_EQ(s.max_dynamic_smem("sm_120"), MlaVerifyTileFor(12).smem_bytes);
+    // wgmma needs the arch-specific target; every other arch compiles as asked.
+    ASSERT_TRUE(s.target_arch);
+    EXPECT_EQ(s.target_arch("sm_90"), "sm_90a");
+    EXPECT_EQ(s.target_arch("sm_90a"), "sm_90a");
+    EXPECT_EQ(s.target_arch("sm_120"), "sm_120");
+    EXPECT_EQ(s.target_arch("sm_100"), "sm_100");
     names.insert(s.name);
   }
   for (int h : {8, 16, 32, 64, 128})
@@ -209,7 +221,12 @@ TEST(MlaVerifyPlanTest, CatalogHasEveryHeadCountAndMaskKind) {
 
 TEST(MlaVerifyPlanTest, ForcedTilesHaveTheirOwnSpecializationsAndGeometry) {
   EXPECT_TRUE(MlaVerifyForcedTileSpecializations(0).empty());
-  EXPECT_TRUE(MlaVerifyForcedTileSpecializations(3).empty());
+  EXPECT_TRUE(MlaVerifyForcedTileSpecializations(4).empty());
+  const std::vector<Specialization> large = MlaVerifyForcedTileSpecializations(3);
+  ASSERT_EQ(large.size(), 10u);
+  EXPECT_EQ(large[0].name, "h8_bool_t64x64");
+  EXPECT_EQ(large[0].name_expressions[0], "kjit::mla::MlaVerifySplit<8, 0, 3>");
+  EXPECT_EQ(large[0].max_dynamic_smem("sm_90"), static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigLarge>)));
   const std::vector<Specialization> small = MlaVerifyForcedTileSpecializations(1);
   ASSERT_EQ(small.size(), 10u);
   EXPECT_EQ(small[0].name, "h8_bool_t16x32");
@@ -236,6 +253,12 @@ TEST(MlaVerifyPlanTest, ForcedTilesHaveTheirOwnSpecializationsAndGeometry) {
   EXPECT_EQ(plan->specialization, "h8_bool_t16x32");
   EXPECT_EQ(plan->main.grid[0], 128u / mla::ConfigSmall::kRows);
   p.force_tile = 3;
+  plan = PlanMlaVerify(p, H200());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->specialization, "h8_bool_t64x64");
+  EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::ConfigLarge::kThreads));
+  EXPECT_EQ(plan->main.dynamic_smem, sizeof(mla::SmemPlan<mla::ConfigLarge>));
+  p.force_tile = 4;
   EXPECT_EQ(PlanMlaVerify(p, H200()).status().code(), absl::StatusCode::kInvalidArgument);
   p.force_tile = -1;
   EXPECT_EQ(PlanMlaVerify(p, H200()).status().code(), absl::StatusCode::kInvalidArgument);
