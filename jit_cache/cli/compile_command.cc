@@ -63,6 +63,7 @@ Json ResultJson(const kernels::Specialization& spec, const std::string& arch,
     f.emplace_back("error", JsonString(std::string(r.status().message())));
     return JsonObject(std::move(f));
   }
+  f.emplace_back("cubin_arch", JsonString(r->cubin_arch.empty() ? arch : r->cubin_arch));
   std::vector<Json> ks;
   for (size_t i = 0; i < r->lowered_names.size(); ++i) {
     const nvrtc::KernelResources* res = i < r->resources.size() ? &r->resources[i] : nullptr;
@@ -133,7 +134,8 @@ int RunCompile(int argc, char** argv, int first) {
     compiled += k.origin == kernels::CompiledKernel::Origin::kCompiled;
     for (size_t j = 0; j < k.lowered_names.size(); ++j) {
       const nvrtc::KernelResources r = j < k.resources.size() ? k.resources[j] : nvrtc::KernelResources{};
-      rows.push_back({k.lowered_names[j].first, spec.family + "/" + spec.name, arch, std::to_string(r.registers),
+      const std::string shown = k.cubin_arch.empty() || k.cubin_arch == arch ? arch : arch + " as " + k.cubin_arch;
+      rows.push_back({k.lowered_names[j].first, spec.family + "/" + spec.name, shown, std::to_string(r.registers),
                       absl::StrCat(r.spill_store_bytes, "/", r.spill_load_bytes), std::to_string(r.shared_bytes),
                       absl::StrFormat("%.0f", k.compile_ms), OriginName(k.origin)});
     }

@@ -23,6 +23,19 @@ __device__ __forceinline__ unsigned long long WgmmaDesc(unsigned addr, unsigned 
          (static_cast<unsigned long long>((stride & 0x3ffffu) >> 4) << 32) | (1ull << 62);
 }
 
+// The descriptor of the same operand `bytes` further on (16-byte multiple; stays in the 256 KB
+// shared window): only the start address field changes.
+__device__ __forceinline__ unsigned long long WgmmaDescAdvance(unsigned long long desc, unsigned bytes) {
+  return desc + (bytes >> 4);
+}
+
+// An opaque copy: loop-invariant descriptors pass through this inside the loop so the compiler
+// rebuilds each k-step's descriptor with one add instead of keeping dozens of them in registers.
+__device__ __forceinline__ unsigned long long Opaque(unsigned long long v) {
+  asm volatile("" : "+l"(v));
+  return v;
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 // Orders register writes to accumulators before the next wgmma reads them.

@@ -41,13 +41,18 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   for (int s0 = slice; s0 < states; s0 += kCombineBatch * kCombineSlices) {
     uint4 v[kCombineBatch];
     float lse[kCombineBatch];
+    // States past the end are skipped with branches that are uniform over the slice (with few
+    // splits most of a batch is past the end, and a full batch of clamped loads and weight updates
+    // made many-request launches instruction-bound).
 #pragma unroll
     for (int i = 0; i < kCombineBatch; ++i) {
       const int s = s0 + i * kCombineSlices;
-      const int sc = s < states ? s : states - 1;  // in range, so the loads need no branches
-      const float x = lse_col[static_cast<long long>(sc) * p.rows_cap];
-      v[i] = src[sc * state_stride];
-      lse[i] = s < states ? x : NegInf();  // -inf: an empty state (its O is zero), weight 0
+      lse[i] = NegInf();  // -inf: an empty state (its O is zero), weight 0
+      v[i] = make_uint4(0u, 0u, 0u, 0u);
+      if (s < states) {
+        lse[i] = lse_col[static_cast<long long>(s) * p.rows_cap];
+        v[i] = src[s * state_stride];
+      }
     }
     float m_new = m;
 #pragma unroll
@@ -59,6 +64,7 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
     for (int c = 0; c < kCols; ++c) acc[c] *= scale;
 #pragma unroll
     for (int i = 0; i < kCombineBatch; ++i) {
+      if (s0 + i * kCombineSlices >= states) break;
       const float w = FastExp2(lse[i] - m_new);
       l += w;
       const unsigned words[4] = {v[i].x, v[i].y, v[i].z, v[i].w};

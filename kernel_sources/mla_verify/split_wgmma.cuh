@@ -2,12 +2,15 @@
 // request b x one prefix chunk, or the draft tree for split 0; normalized bf16 partial O and log2-LSE
 // into the workspace), computed with warpgroup MMAs that read both operands from shared memory.
 //
-// Two warpgroups. Warpgroup 0 computes S = Q.K^T for the whole 64 x 64 tile (36 wgmma m64n64k16,
-// Q and K straight from shared memory: no ldmatrix, no per-warp re-reads of Q), runs the online
-// softmax with every column of its rows in its own registers (quad shuffles only), and writes P
-// (bf16) and each row's rescale factor to shared memory. Then both warpgroups add P.V into their
-// half of O (64 x 256 fp32 each, 128 registers per thread; 4 wgmma m64n256k16 with V N-major from
-// the same tile). KV tiles stream through a 2-stage cp.async pipeline as in split_kernel.cuh.
+// Two warpgroups with their own jobs, handing tiles over through named barriers:
+// - warpgroup 0 computes S = Q.K^T for the whole 64 x 64 tile (36 wgmma m64n64k16, Q and K straight
+//   from shared memory: no ldmatrix, no per-warp re-reads of Q), runs the online softmax with every
+//   column of its rows in its own registers (quad shuffles only), writes P (bf16) and each row's
+//   rescale factor, then adds P.V into O's first 256 columns. It issues the next tile's Q.K^T right
+//   behind its P.V, so the tensor cores go from one to the other without waiting for the softmax.
+// - warpgroup 1 gathers the KV tiles (2-stage cp.async ring) and stages the slot indices, and adds
+//   P.V into O's last 256 columns while warpgroup 0 moves on.
+// Each warpgroup holds its half of O (64 x 256 fp32, 128 registers per thread).
 //
 // Shared-memory tiles are 128-byte-swizzled "groups" of 64 rows x 64 bf16 (wgmma.cuh): Q and each
 // KV stage hold 9 groups (dims 0-63, ..., 512-575) of 8 KB; P is one group (64 rows x 64 KV rows).
@@ -49,7 +52,9 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
 
   const int m_tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wg = warp >> 2, wq = warp & 3;
+  // The warpgroup index through a shuffle: provably uniform across the warp, so ptxas keeps the
+  // wgmma of each warpgroup's branch asynchronous.
+  const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wq = warp & 3;
 
   const Request rq = LoadRequest(p, b);
   if (!rq.ok) {
@@ -94,14 +99,21 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     }
     return raw;
   };
-  // Warp w gathers rows w, w + 8, ...: lane copies chunks lane, lane + 32, lane + 64 (< 72) of the
-  // row; chunk c lands in group c / 8 at swizzled chunk (c % 8) ^ (row % 8).
-  auto gather = [&](int t) {
+  // Tile t's source rows into ring slot t % 3, by the 64 threads of two whole warps (index i).
+  auto stage = [&](int t, int i, long long raw) {
+    const long long v = validate(raw);
+    sm.idx[t % kIdxRing][i] = v;
+    const unsigned bits = __ballot_sync(0xffffffffu, v >= 0);
+    if ((i & 31) == 0) sm.valid[t % kIdxRing][i >> 5] = bits;
+  };
+  // Warps [w0, w0 + nw) gather tile t: warp w takes rows w - w0, + nw, ...; lane copies chunks lane,
+  // lane + 32, lane + 64 (< 72) of the row; chunk c lands in group c / 8 at chunk (c % 8) ^ (row % 8).
+  auto gather = [&](int t, int w0, int nw) {
     const long long* idx = sm.idx[t % kIdxRing];
-    const unsigned dst = SmemAddr(sm.kv[t % 2]) + (lane >> 3) * kGroupBytes + (((lane & 7)) << 4);
+    const unsigned dst = SmemAddr(sm.kv[t % 2]) + (lane >> 3) * kGroupBytes + ((lane & 7) << 4);
     const char* base = reinterpret_cast<const char*>(src_base) + lane * 16;
-#pragma unroll 2
-    for (int row = warp; row < kTile; row += kThreads / 32) {
+#pragma unroll 4
+    for (int row = warp - w0; row < kTile; row += nw) {
       const long long s = idx[row];
       const char* src = base + (s < 0 ? 0 : s) * src_stride * 2;
       const unsigned d = (dst ^ ((row & 7) << 4)) + row * 128;
@@ -111,9 +123,21 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     }
   };
 
+  // The KV rows of tile t, row i, pulled into L2 ahead of their gather (two stages of shared memory
+  // leave one tile in flight per SM; the prefetch covers the DRAM latency behind it). Only slots in
+  // range are touched.
+  auto prefetch = [&](long long raw) {
+#if !defined(KJIT_MLA_NO_L2_PREFETCH)  // kernel_bench --define KJIT_MLA_NO_L2_PREFETCH=1 (A/B runs)
+    if (!tree && raw >= 0 && raw < p.num_slots) PrefetchL2(p.kv_cache + raw * kKDim, kKDim * 2);
+#endif
+  };
+
+  // ---- Prologue: indices of tiles 0 and 1; Q and tile 0 by every warp, tile 1 by warpgroup 1.
   if (tid < kTile) {
-    sm.idx[0][tid] = validate(load_raw(0, tid));
-    sm.idx[1][tid] = num_tiles > 1 ? validate(load_raw(1, tid)) : -1;
+    stage(0, tid, load_raw(0, tid));
+    stage(1, tid, num_tiles > 1 ? load_raw(1, tid) : kPastEnd);
+  } else if (tid < 2 * kTile && num_tiles > 2) {
+    prefetch(load_raw(2, tid - kTile));
   }
   __syncthreads();
 #pragma unroll
@@ -125,53 +149,88 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     const unsigned short* src = p.q + (rq.q0 + tok) * p.q_stride_n + (rg % kHeads) * p.q_stride_h + c * 8;
     CpAsync16(q_addr + (c >> 3) * kGroupBytes + row * 128 + (((c & 7) ^ (row & 7)) << 4), src, ok);
   }
-  gather(0);
+  gather(0, 0, kThreads / 32);
   CpAsyncCommit();
+  if (wg == 1) {
+    if (num_tiles > 1) gather(1, 4, 4);
+    CpAsyncCommit();
+    CpAsyncWait<1>();
+  } else {
+    CpAsyncWait<0>();
+  }
+  FenceProxyAsyncShared();  // this thread's cp.async writes, for the wgmma reads
+  __syncthreads();          // Q and tile 0 complete
+
+  // Named barriers (bar.sync by the waiting warpgroup, bar.arrive by the other, except kBarPv1Done;
+  // 256 threads each).
+  constexpr int kBarFull = 1;     // tile t+1 landed in its stage (1 -> 0)
+  constexpr int kBarPReady = 2;   // P and alpha of tile t written (0 -> 1)
+  constexpr int kBarPv1Done = 3;  // warpgroup 1 done reading P, alpha and the stage of tile t (both sync)
+  constexpr int kBarPv0Done = 4;  // warpgroup 0 done with the stage of tile t (0 -> 1)
 
   // This thread's accumulator rows (both warpgroups use the same rows; O columns differ).
   const int row0 = 16 * wq + (lane >> 2);
   float o[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
+  auto rescale_o = [&](float a0, float a1) {
+    if (__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) {
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        o[4 * j] *= a0;
+        o[4 * j + 1] *= a0;
+        o[4 * j + 2] *= a1;
+        o[4 * j + 3] *= a1;
+      }
+    }
+  };
+  // O += P.V over value columns 256 * wg ...: V is N-major (KV rows = K) in groups 4wg..4wg+3.
+  auto issue_pv = [&](unsigned kv_addr) {
+    const unsigned long long pd = Opaque(WgmmaDesc(p_addr, 16, kAtomBytes));
+    const unsigned long long vd = WgmmaDesc(kv_addr + 4 * wg * kGroupBytes, kGroupBytes, kAtomBytes);
+    WgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      WgmmaM64N256K16Nt(o, WgmmaDescAdvance(pd, kk * 32), WgmmaDescAdvance(vd, kk * 2 * kAtomBytes), true);
+    }
+    WgmmaCommit();
+  };
   float m_run[2] = {NegInf(), NegInf()}, l_run[2] = {0.f, 0.f};  // warpgroup 0's rows
-  const float scale = tree ? p.tree_scale_log2 : p.prefix_scale_log2;
+  // Final row sums go where P was: after the last kBarPv1Done nothing reads P.
+  float* row_sums = reinterpret_cast<float*>(sm.p);
 
-  for (int t = 0; t < num_tiles; ++t) {
-    CpAsyncWait<0>();
-    FenceProxyAsyncShared();  // this thread's cp.async writes, for the wgmma reads below
-    __syncthreads();          // tile t complete; every warp done with tile t-1 (its stage and P)
-    if (t + 1 < num_tiles) gather(t + 1);
-    CpAsyncCommit();
-    const bool stage_next = tid < kTile && t + 2 < num_tiles;
-    const long long raw_next = stage_next ? load_raw(t + 2, tid) : kPastEnd;  // used after the tile
-    const unsigned kv_addr = SmemAddr(sm.kv[t % 2]);
-
-    if (wg == 0) {
-      // ---- S = Q.K^T: 36 k-steps of 16 dims; step ks is group ks / 4, +32 bytes per step within it.
-      float s[32];
-      WgmmaFence();
+  if (wg == 0) {
+    const float scale = tree ? p.tree_scale_log2 : p.prefix_scale_log2;
+    float s[32];
+    // S = Q.K^T of tile t: 36 k-steps of 16 dims; step ks is group ks / 4, +32 bytes within it.
+    auto issue_qk = [&](int t) {
+      const unsigned long long qd = Opaque(WgmmaDesc(q_addr, 16, kAtomBytes));
+      const unsigned long long kd = WgmmaDesc(SmemAddr(sm.kv[t % 2]), 16, kAtomBytes);
 #pragma unroll
       for (int ks = 0; ks < kKDim / 16; ++ks) {
         const unsigned off = (ks >> 2) * kGroupBytes + (ks & 3) * 32;
-        WgmmaM64N64K16(s, WgmmaDesc(q_addr + off, 16, kAtomBytes), WgmmaDesc(kv_addr + off, 16, kAtomBytes), ks > 0);
+        WgmmaM64N64K16(s, WgmmaDescAdvance(qd, off), WgmmaDescAdvance(kd, off), ks > 0);
       }
       WgmmaCommit();
-      WgmmaWait<0>();
-      WgmmaPin(s);
-
-      // ---- Scale and mask; online softmax (lazy max as in split_kernel.cuh); P and alpha to smem.
-      const long long* idx_t = sm.idx[t % kIdxRing];
+    };
+    WgmmaFence();
+    issue_qk(0);
+    WgmmaWait<0>();
+    WgmmaPin(s);
+    for (int t = 0; t < num_tiles; ++t) {
+      // ---- Scale and mask; online softmax (lazy max as in split_kernel.cuh): s becomes P in fp32.
+      const unsigned vbits[2] = {sm.valid[t % kIdxRing][0], sm.valid[t % kIdxRing][1]};
+      float alpha[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 8 * h;
-        const int rg = m0 + row;
+        const int rg = m0 + row0 + 8 * h;
         float mx = NegInf();
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int col = 8 * j + 2 * (lane & 3) + e;
-            bool valid = idx_t[col] >= 0;
+            bool valid = (vbits[col >> 5] >> (col & 31)) & 1u;
             if (tree) valid = valid && rg < rows_b && mask.Allowed(p, rg / kHeads, t * kTile + col, rq.draft);
             const float v = valid ? s[4 * j + 2 * h + e] * scale : NegInf();
             s[4 * j + 2 * h + e] = v;
@@ -182,68 +241,116 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
         const float m_tile = fmaxf(m_run[h], mx);
         const float m_new = m_tile - m_run[h] <= 8.f ? m_run[h] : m_tile;
         const float m_use = SafeMax(m_new);
-        const float alpha = FastExp2(m_run[h] - m_use);
+        alpha[h] = FastExp2(m_run[h] - m_use);
         m_run[h] = m_new;
         float sum = 0.f;
-        unsigned char* prow = reinterpret_cast<unsigned char*>(sm.p) + row * 128 + (lane & 3) * 4;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          const float p0 = FastExp2(s[4 * j + 2 * h] - m_use);
-          const float p1 = FastExp2(s[4 * j + 2 * h + 1] - m_use);
-          sum += p0 + p1;
-          *reinterpret_cast<unsigned*>(prow + ((j ^ (row & 7)) << 4)) = PackBf16x2(p0, p1);
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pv = FastExp2(s[4 * j + 2 * h + e] - m_use);
+            s[4 * j + 2 * h + e] = pv;
+            sum += pv;
+          }
         }
-        l_run[h] = l_run[h] * alpha + sum;
-        if ((lane & 3) == 0) sm.alpha[row] = alpha;
+        l_run[h] = l_run[h] * alpha[h] + sum;
+      }
+      // ---- P and alpha to shared memory once warpgroup 1 is done with tile t-1's.
+      if (t > 0) NamedBarrier(kBarPv1Done, kThreads);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h;
+        unsigned char* prow = reinterpret_cast<unsigned char*>(sm.p) + row * 128 + (lane & 3) * 4;
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          *reinterpret_cast<unsigned*>(prow + ((j ^ (row & 7)) << 4)) = PackBf16x2(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
+        if ((lane & 3) == 0) sm.alpha[row] = alpha[h];
       }
       FenceProxyAsyncShared();  // P, for the wgmma reads of both warpgroups
-    }
-    __syncthreads();  // P and alpha of tile t visible to both warpgroups
-
-    // ---- O = alpha * O + P.V over this warpgroup's 256 value columns (groups 4 * wg .. 4 * wg + 3).
-    const float a0 = sm.alpha[row0], a1 = sm.alpha[row0 + 8];
-    if (__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) {
-#pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        o[4 * j] *= a0;
-        o[4 * j + 1] *= a0;
-        o[4 * j + 2] *= a1;
-        o[4 * j + 3] *= a1;
+      NamedBarrierArrive(kBarPReady, kThreads);
+      // ---- O0 += P.V, and right behind it the next tile's Q.K^T.
+      rescale_o(alpha[0], alpha[1]);
+      issue_pv(SmemAddr(sm.kv[t % 2]));
+      // kBarPv0Done only while a tile t+2 is to be gathered into this stage (the same condition on
+      // both sides; and warpgroup 0 reaches it only after kBarFull, i.e. after warpgroup 1 has waited
+      // on the previous one, so two phases of the barrier never mix).
+      if (t + 1 < num_tiles) {
+        NamedBarrier(kBarFull, kThreads);
+        issue_qk(t + 1);
+        WgmmaWait<1>();
+        WgmmaPin(o);
+        if (t + 2 < num_tiles) NamedBarrierArrive(kBarPv0Done, kThreads);
+        WgmmaWait<0>();
+        WgmmaPin(s);
+      } else {
+        WgmmaWait<0>();
+        WgmmaPin(o);
       }
     }
-    WgmmaFence();
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      WgmmaM64N256K16Nt(o, WgmmaDesc(p_addr + kk * 32, 16, kAtomBytes),
-                        WgmmaDesc(kv_addr + 4 * wg * kGroupBytes + kk * 2 * kAtomBytes, kGroupBytes, kAtomBytes), true);
-    }
-    WgmmaCommit();
-    WgmmaWait<0>();
-    WgmmaPin(o);
-    if (stage_next) sm.idx[(t + 2) % kIdxRing][tid] = validate(raw_next);
-  }
-
-  // ---- Row sums from warpgroup 0, then the normalized partial state.
-  if (wg == 0) {
+    NamedBarrier(kBarPv1Done, kThreads);  // the last tile's: warpgroup 1 is done with alpha and P
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float l = QuadSum(l_run[h]);
-      if ((lane & 3) == 0) sm.lsum[row0 + 8 * h] = l;
+      l_run[h] = l;
+      if ((lane & 3) == 0) row_sums[row0 + 8 * h] = l;
+    }
+  } else {
+    const int li = tid - 128;  // warps 4 and 5 stage the indices of tile t+2
+    for (int t = 0; t < num_tiles; ++t) {
+      const bool has_next = t + 1 < num_tiles, has_next2 = t + 2 < num_tiles;
+      // Used after P.V: the indices of tile t+2 (to stage) and t+3 (to prefetch).
+      const long long raw = li < kTile && has_next2 ? load_raw(t + 2, li) : kPastEnd;
+      const long long raw3 = li >= kTile && t + 3 < num_tiles ? load_raw(t + 3, li - kTile) : kPastEnd;
+      NamedBarrier(kBarPReady, kThreads);
+      if (has_next) {  // tile t+1 was gathered a whole tile ago
+        CpAsyncWait<0>();
+        FenceProxyAsyncShared();
+        NamedBarrierArrive(kBarFull, kThreads);
+      }
+      rescale_o(sm.alpha[row0], sm.alpha[row0 + 8]);
+      issue_pv(SmemAddr(sm.kv[t % 2]));
+      WgmmaWait<0>();
+      WgmmaPin(o);
+      prefetch(raw3);
+      if (has_next2) {
+        if (li < kTile) stage(t + 2, li, raw);
+        NamedBarrier(kBarPv0Done, kThreads);  // warpgroup 0 is done with tile t's stage
+        gather(t + 2, 4, 4);
+        CpAsyncCommit();
+      }
+      // A full barrier (bar.sync on both sides) rather than an arrive: warpgroup 0 overwrites alpha
+      // and P after it, which this warpgroup read above. (bar.arrive would order those reads too,
+      // per the PTX ISA, but compute-sanitizer's racecheck does not model it.)
+      NamedBarrier(kBarPv1Done, kThreads);
     }
   }
-  __syncthreads();
+  __syncthreads();  // row sums visible; every wgmma has completed (KV stages free for staging O)
+
+  // ---- Normalized partial O through shared memory (stage 0, rows of 1 KB with 16-byte chunks
+  // XOR-swizzled by row % 8), then written with coalesced 16-byte stores; LSE from warpgroup 0.
   const float v_scale = tree ? 1.f : p.v_scale;
+  unsigned char* stage_o = reinterpret_cast<unsigned char*>(sm.kv[0]);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 8 * h;
-    if (m0 + row >= rows_b) continue;
-    const float l = sm.lsum[row];
+    const float l = row_sums[row];
     const float inv = l > 0.f ? v_scale / l : 0.f;
-    unsigned short* dst = part_o + static_cast<long long>(m0 + row) * kVDim + 256 * wg + 2 * (lane & 3);
+    unsigned char* dst = stage_o + row * 1024 + (lane & 3) * 4;
 #pragma unroll
-    for (int j = 0; j < 32; ++j)
-      *reinterpret_cast<unsigned*>(dst + 8 * j) = PackBf16x2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
-    if (wg == 0 && (lane & 3) == 0) part_lse[m0 + row] = l > 0.f ? m_run[h] + __log2f(l) : NegInf();
+    for (int j = 0; j < 32; ++j) {
+      const int chunk = 32 * wg + j;
+      *reinterpret_cast<unsigned*>(dst + ((chunk ^ (row & 7)) << 4)) =
+          PackBf16x2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+    }
+    if (wg == 0 && (lane & 3) == 0 && m0 + row < rows_b)
+      part_lse[m0 + row] = l > 0.f ? m_run[h] + __log2f(l) : NegInf();
+  }
+  __syncthreads();
+  const int rows = rows_b - m0 < kRows ? rows_b - m0 : kRows;
+  uint4* out = reinterpret_cast<uint4*>(part_o + static_cast<long long>(m0) * kVDim);
+  for (int i = tid; i < rows * 64; i += kThreads) {
+    const int row = i >> 6, chunk = i & 63;
+    out[i] = *reinterpret_cast<const uint4*>(stage_o + row * 1024 + ((chunk ^ (row & 7)) << 4));
   }
 }
 

@@ -90,9 +90,9 @@ struct alignas(1024) WgmmaSmem {
   unsigned short q[9 * 64 * 64];
   unsigned short kv[2][9 * 64 * 64];
   unsigned short p[64 * 64];
-  float alpha[64];  // per-row rescale of O for the current tile (warpgroup 0 -> both)
-  float lsum[64];   // final row sums
-  long long idx[kIdxRing][64];
+  float alpha[64];                    // per-row rescale of O for the current tile (warpgroup 0 -> 1)
+  long long idx[kIdxRing][64];        // source row per KV row of a staged tile; -1 = masked
+  unsigned valid[kIdxRing][2];        // bit i of word w: KV row 32w + i of that tile is valid
 };
 // The kernel aligns its dynamic shared memory to 1024 bytes itself, so it asks for that much more.
 constexpr int kWgmmaSmemBytes = static_cast<int>(sizeof(WgmmaSmem)) + 1024;

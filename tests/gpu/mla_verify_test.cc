@@ -258,6 +258,16 @@ TEST_P(MlaVerifyGpu, SanitizeSmallCasesBothMasks) {
   }
 }
 
+// One chunk of several KV tiles: the split kernels' pipelines (stages, index ring, and on sm_90 the
+// hand-over between warpgroups) go round more than once under the sanitizers.
+TEST_P(MlaVerifyGpu, SanitizeOneSplitOverSeveralTiles) {
+  CaseSpec s = SmallSpec(74, kernels::MaskKind::kPacked);
+  s.prefix_lens = {300, 5, 0};
+  MlaCase c = reference::MakeCase(s);
+  c.problem.force_num_splits = 1;
+  Check(c, "one split, five tiles");
+}
+
 TEST_P(MlaVerifyGpu, SanitizeOutOfRangeSlot) {
   const RunResult run = Check(WithOutOfRangeSlots(SmallSpec(72, kernels::MaskKind::kBool)), "small out-of-range");
   ASSERT_FALSE(run.o.empty());

@@ -132,5 +132,13 @@ TEST_F(KjitCli, CompileThenServeFromDisk) {
   EXPECT_NE(ls.out.find("sm_90"), std::string::npos) << ls.out;
 }
 
+TEST_F(KjitCli, CompileShowsTheArchSpecificTargetOfMlaVerifyOnSm90) {
+  CliRun run = Kjit("compile --arch sm_90 --kernel mla_verify/h8_bool" + Dir());
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("sm_90 as sm_90a"), std::string::npos) << run.out;
+  CliRun ls = Kjit("cache ls" + Dir());
+  EXPECT_NE(ls.out.find("sm_90a"), std::string::npos) << ls.out;
+}
+
 }  // namespace
 }  // namespace kjit::cache
