@@ -11,17 +11,6 @@ __device__ __forceinline__ void CpAsync16(unsigned smem_addr, const void* src, b
                : "memory");
 }
 
-// Pulls `bytes` (a multiple of 16, 16-byte aligned) of global memory into L2 without waiting
-// (sm_90+: one bulk request; earlier arches: nothing).
-__device__ __forceinline__ void PrefetchL2(const void* src, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
-#else
-  (void)src;
-  (void)bytes;
-#endif
-}
-
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 
 template <int kPending>

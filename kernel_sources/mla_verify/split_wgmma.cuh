@@ -123,21 +123,10 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     }
   };
 
-  // The KV rows of tile t, row i, pulled into L2 ahead of their gather (two stages of shared memory
-  // leave one tile in flight per SM; the prefetch covers the DRAM latency behind it). Only slots in
-  // range are touched.
-  auto prefetch = [&](long long raw) {
-#if !defined(KJIT_MLA_NO_L2_PREFETCH)  // kernel_bench --define KJIT_MLA_NO_L2_PREFETCH=1 (A/B runs)
-    if (!tree && raw >= 0 && raw < p.num_slots) PrefetchL2(p.kv_cache + raw * kKDim, kKDim * 2);
-#endif
-  };
-
   // ---- Prologue: indices of tiles 0 and 1; Q and tile 0 by every warp, tile 1 by warpgroup 1.
   if (tid < kTile) {
     stage(0, tid, load_raw(0, tid));
     stage(1, tid, num_tiles > 1 ? load_raw(1, tid) : kPastEnd);
-  } else if (tid < 2 * kTile && num_tiles > 2) {
-    prefetch(load_raw(2, tid - kTile));
   }
   __syncthreads();
 #pragma unroll
@@ -161,11 +150,10 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   FenceProxyAsyncShared();  // this thread's cp.async writes, for the wgmma reads
   __syncthreads();          // Q and tile 0 complete
 
-  // Named barriers (bar.sync by the waiting warpgroup, bar.arrive by the other, except kBarPv1Done;
-  // 256 threads each).
+  // Named barriers (bar.sync by the waiting warpgroup, bar.arrive by the other; 256 threads each).
   constexpr int kBarFull = 1;     // tile t+1 landed in its stage (1 -> 0)
   constexpr int kBarPReady = 2;   // P and alpha of tile t written (0 -> 1)
-  constexpr int kBarPv1Done = 3;  // warpgroup 1 done reading P, alpha and the stage of tile t (both sync)
+  constexpr int kBarPv1Done = 3;  // warpgroup 1 done reading P, alpha and the stage of tile t (1 -> 0)
   constexpr int kBarPv0Done = 4;  // warpgroup 0 done with the stage of tile t (0 -> 1)
 
   // This thread's accumulator rows (both warpgroups use the same rows; O columns differ).
@@ -298,9 +286,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     const int li = tid - 128;  // warps 4 and 5 stage the indices of tile t+2
     for (int t = 0; t < num_tiles; ++t) {
       const bool has_next = t + 1 < num_tiles, has_next2 = t + 2 < num_tiles;
-      // Used after P.V: the indices of tile t+2 (to stage) and t+3 (to prefetch).
-      const long long raw = li < kTile && has_next2 ? load_raw(t + 2, li) : kPastEnd;
-      const long long raw3 = li >= kTile && t + 3 < num_tiles ? load_raw(t + 3, li - kTile) : kPastEnd;
+      const long long raw = li < kTile && has_next2 ? load_raw(t + 2, li) : kPastEnd;  // used after P.V
       NamedBarrier(kBarPReady, kThreads);
       if (has_next) {  // tile t+1 was gathered a whole tile ago
         CpAsyncWait<0>();
@@ -311,17 +297,26 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       issue_pv(SmemAddr(sm.kv[t % 2]));
       WgmmaWait<0>();
       WgmmaPin(o);
-      prefetch(raw3);
+#if defined(KJIT_MLA_FULL_PV1_BARRIER)
+      // Variant (A/B and racecheck runs): a full barrier after the gather instead of an arrive here.
+      if (has_next2) {
+        if (li < kTile) stage(t + 2, li, raw);
+        NamedBarrier(kBarPv0Done, kThreads);
+        gather(t + 2, 4, 4);
+        CpAsyncCommit();
+      }
+      NamedBarrier(kBarPv1Done, kThreads);
+#else
+      // Warpgroup 0 overwrites alpha and P once this arrives: bar.arrive orders this thread's
+      // earlier reads before the barrier completes (PTX ISA, barrier{.cta}).
+      NamedBarrierArrive(kBarPv1Done, kThreads);
       if (has_next2) {
         if (li < kTile) stage(t + 2, li, raw);
         NamedBarrier(kBarPv0Done, kThreads);  // warpgroup 0 is done with tile t's stage
         gather(t + 2, 4, 4);
         CpAsyncCommit();
       }
-      // A full barrier (bar.sync on both sides) rather than an arrive: warpgroup 0 overwrites alpha
-      // and P after it, which this warpgroup read above. (bar.arrive would order those reads too,
-      // per the PTX ISA, but compute-sanitizer's racecheck does not model it.)
-      NamedBarrier(kBarPv1Done, kThreads);
+#endif
     }
   }
   __syncthreads();  // row sums visible; every wgmma has completed (KV stages free for staging O)

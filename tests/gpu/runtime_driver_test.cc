@@ -186,6 +186,7 @@ TEST_F(KernelTree, CompilesLoadsAndLaunches) {
   auto wrong = compiler.Get(AffineSpec(128, 3.f), other);
   ASSERT_TRUE(wrong.ok());
   wrong->arch = dev.arch;  // lie about it: the driver must still refuse when resolving kernels
+  wrong->cubin_arch = dev.arch;
   auto bad = kernels::LoadedKernels::Load({*wrong}, dev);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(std::string(bad.status().message()).find("CUDA_ERROR"), std::string::npos) << bad.status();
