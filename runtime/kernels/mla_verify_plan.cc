@@ -15,7 +15,10 @@ namespace kjit::kernels {
 namespace {
 
 constexpr size_t kWorkspaceAlign = 256;
-// One 64x64 tile of the sm_90a (warpgroup MMA) split kernel on the H200.
+// One 64x64 tile of the sm_90a (warpgroup MMA) split kernel, as the split model assumes it. Set
+// before measuring; the H200 measures ~3 us per tile for H8 D16 at 64 splits
+// (bench/results/kernel_bench-2026-11-29-h200-wgmma.md), and the splits chosen match the mma.sync
+// tile's on the KERNEL.md shapes. Recalibrating it is open.
 constexpr double kWgmmaTileMicros = 1.6;
 
 size_t AlignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
