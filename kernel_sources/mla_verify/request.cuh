@@ -45,6 +45,34 @@ __device__ __forceinline__ void PrefixChunk(long long prefix, int num_splits, in
   *end = e;
 }
 
+// Where a split's KV rows come from: kv_cache slots listed in kv_indices (a prefix chunk) or the
+// request's own k_extend rows (split 0, the draft tree). Raw(t, i) is KV row i of tile t (kPastEnd
+// past the chunk); Validate turns it into a source row, or -1 when past the chunk or a slot out of
+// range (kErrKvIndexOutOfRange is raised; the row is never dereferenced and its column is masked).
+template <int kTile>
+struct KvRows {
+  static constexpr long long kPastEnd = -0x7fffffffffffffffLL - 1;
+  const unsigned short* base;  // row r at base + r * stride
+  long long stride;
+  long long begin, end, kv0;
+  bool tree;
+
+  __device__ __forceinline__ KvRows(const MlaVerifyParams& p, const Request& rq, bool is_tree, long long b,
+                                    long long e)
+      : base(is_tree ? p.k_extend + rq.q0 * p.k_extend_stride_n : p.kv_cache),
+        stride(is_tree ? p.k_extend_stride_n : kKDim),
+        begin(b),
+        end(e),
+        kv0(rq.kv0),
+        tree(is_tree) {}
+  __device__ __forceinline__ long long Raw(const MlaVerifyParams& p, int t, int i) const {
+    const long long pos = begin + static_cast<long long>(t) * kTile + i;
+    if (pos >= end) return kPastEnd;
+    return tree ? pos : p.kv_indices[kv0 + pos];
+  }
+  __device__ __forceinline__ long long Validate(const MlaVerifyParams& p, long long raw) const;
+};
+
 // A CTA whose chunk is empty writes an empty state (weight 0, O zeroed) for its rows, so the
 // combine needs no special case.
 __device__ __forceinline__ void WriteEmptyState(float* part_lse, unsigned short* part_o, int m0, int rows_b,
@@ -57,6 +85,16 @@ __device__ __forceinline__ void WriteEmptyState(float* part_lse, unsigned short*
 
 __device__ __forceinline__ void RaiseError(const MlaVerifyParams& p, unsigned bits) {
   atomicOr(p.error_word, bits);  // an OR of flags: the result does not depend on the order
+}
+
+template <int kTile>
+__device__ __forceinline__ long long KvRows<kTile>::Validate(const MlaVerifyParams& p, long long raw) const {
+  if (raw == kPastEnd) return -1;
+  if (!tree && (raw < 0 || raw >= p.num_slots)) {
+    RaiseError(p, kErrKvIndexOutOfRange);
+    return -1;
+  }
+  return raw;
 }
 
 }  // namespace mla

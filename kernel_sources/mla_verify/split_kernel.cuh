@@ -65,32 +65,20 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
 
   // Source row of KV row i of tile t: a kv_cache slot (prefix) or a k_extend row (tree); -1 when
   // past the chunk or out of range (never dereferenced; the column is masked).
-  const unsigned short* src_base = tree ? p.k_extend + rq.q0 * p.k_extend_stride_n : p.kv_cache;
-  const long long src_stride = tree ? p.k_extend_stride_n : kKDim;
-  constexpr long long kPastEnd = -0x7fffffffffffffffLL - 1;
-  auto load_raw = [&](int t, int i) -> long long {
-    const long long pos = kv_begin + static_cast<long long>(t) * kTile + i;
-    if (pos >= kv_end) return kPastEnd;
-    return tree ? pos : p.kv_indices[rq.kv0 + pos];
-  };
-  auto validate = [&](long long raw) -> long long {
-    if (raw == kPastEnd) return -1;
-    if (!tree && (raw < 0 || raw >= p.num_slots)) {
-      RaiseError(p, kErrKvIndexOutOfRange);
-      return -1;
-    }
-    return raw;
-  };
+  const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end);
+  constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
+  auto load_raw = [&](int t, int i) { return kv_rows.Raw(p, t, i); };
+  auto validate = [&](long long raw) { return kv_rows.Validate(p, raw); };
   // Warp w gathers rows w, w + kWarps, ...: lane copies chunks lane, lane + 32, lane + 64 (< 72) of
   // the row, so a row costs one index load and one 64-bit address (few registers live beside O).
   auto gather = [&](int t) {
     const long long* idx = sm.idx[t % kIdxRing];
     const unsigned dst = SmemAddr(sm.kv[t % Cfg::kStages]);
-    const char* base = reinterpret_cast<const char*>(src_base) + lane * 16;
+    const char* base = reinterpret_cast<const char*>(kv_rows.base) + lane * 16;
 #pragma unroll 2
     for (int row = warp; row < kTile; row += Cfg::kWarps) {
       const long long s = idx[row];
-      const char* src = base + (s < 0 ? 0 : s) * src_stride * 2;
+      const char* src = base + (s < 0 ? 0 : s) * kv_rows.stride * 2;
       // chunk c + 32k XOR (row % 8) only changes c's low three bits: +512 bytes per k.
       const unsigned d = dst + row * kRowBytes + ((lane ^ (row & 7)) << 4);
       CpAsync16(d, src, s >= 0);

@@ -83,22 +83,10 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     if (!mask.ok && tid == 0) RaiseError(p, kErrBadIndptr);
   }
 
-  const unsigned short* src_base = tree ? p.k_extend + rq.q0 * p.k_extend_stride_n : p.kv_cache;
-  const long long src_stride = tree ? p.k_extend_stride_n : kKDim;
-  constexpr long long kPastEnd = -0x7fffffffffffffffLL - 1;
-  auto load_raw = [&](int t, int i) -> long long {
-    const long long pos = kv_begin + static_cast<long long>(t) * kTile + i;
-    if (pos >= kv_end) return kPastEnd;
-    return tree ? pos : p.kv_indices[rq.kv0 + pos];
-  };
-  auto validate = [&](long long raw) -> long long {
-    if (raw == kPastEnd) return -1;
-    if (!tree && (raw < 0 || raw >= p.num_slots)) {
-      RaiseError(p, kErrKvIndexOutOfRange);
-      return -1;
-    }
-    return raw;
-  };
+  const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end);
+  constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
+  auto load_raw = [&](int t, int i) { return kv_rows.Raw(p, t, i); };
+  auto validate = [&](long long raw) { return kv_rows.Validate(p, raw); };
   // Tile t's source rows into ring slot t % 3, by the 64 threads of two whole warps (index i).
   auto stage = [&](int t, int i, long long raw) {
     const long long v = validate(raw);
@@ -111,11 +99,11 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   auto gather = [&](int t, int w0, int nw) {
     const long long* idx = sm.idx[t % kIdxRing];
     const unsigned dst = SmemAddr(sm.kv[t % 2]) + (lane >> 3) * kGroupBytes + ((lane & 7) << 4);
-    const char* base = reinterpret_cast<const char*>(src_base) + lane * 16;
+    const char* base = reinterpret_cast<const char*>(kv_rows.base) + lane * 16;
 #pragma unroll 4
     for (int row = warp - w0; row < kTile; row += nw) {
       const long long s = idx[row];
-      const char* src = base + (s < 0 ? 0 : s) * src_stride * 2;
+      const char* src = base + (s < 0 ? 0 : s) * kv_rows.stride * 2;
       const unsigned d = (dst ^ ((row & 7) << 4)) + row * 128;
       CpAsync16(d, src, s >= 0);
       CpAsync16(d + 4 * kGroupBytes, src + 512, s >= 0);
