@@ -68,7 +68,7 @@ Status OpenSession(Client* x, const std::string& client_name) {
   return absl::OkStatus();
 }
 
-static Status RegisterCuda(Client* x, const std::string& name, const CudaArena& arena) {
+StatusOr<grpc::Status> TryRegisterCuda(Client* x, const std::string& name, const CudaArena& arena) {
   KJIT_ASSIGN_OR_RETURN(std::string handle, arena.IpcHandle());
   grpc::ClientContext ctx;
   if (!x->session.empty()) ctx.AddMetadata("kjit-session", x->session);
@@ -78,7 +78,11 @@ static Status RegisterCuda(Client* x, const std::string& name, const CudaArena& 
   req.set_device_id(x->device);
   req.set_byte_size(arena.size());
   inference::CudaSharedMemoryRegisterResponse resp;
-  const grpc::Status s = x->infer->CudaSharedMemoryRegister(&ctx, req, &resp);
+  return x->infer->CudaSharedMemoryRegister(&ctx, req, &resp);
+}
+
+static Status RegisterCuda(Client* x, const std::string& name, const CudaArena& arena) {
+  KJIT_ASSIGN_OR_RETURN(const grpc::Status s, TryRegisterCuda(x, name, arena));
   KJIT_E2E_CHECK(s.ok(), absl::StrCat("CudaSharedMemoryRegister ", name, ": ", s.error_message()));
   return absl::OkStatus();
 }

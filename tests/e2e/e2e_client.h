@@ -35,6 +35,8 @@ struct Arenas {
   std::unique_ptr<CudaArena> in, out;
 };
 StatusOr<Arenas> MakeArenas(Client* x, size_t in_bytes, size_t out_bytes);
+// Registers `arena` as region `name` with device_id = x->device; the daemon's answer as it came.
+StatusOr<grpc::Status> TryRegisterCuda(Client* x, const std::string& name, const CudaArena& arena);
 Status RegisterEvent(Client* x, const std::string& name, CUevent event);
 
 grpc::Status Call(Client* x, const inference::ModelInferRequest& req, inference::ModelInferResponse* resp);

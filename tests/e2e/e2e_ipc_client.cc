@@ -1,13 +1,18 @@
 // e2e_ipc_client: a second process using kjitd the way an inference worker does (CUDA buffers
 // shared by IPC handle, launches through ModelInfer), checked bit for bit against in-process
 // launches of the same cubins and against the float64 reference.
-//   e2e_ipc_client --target unix:///path [--mode sync|async|victim|after-kill|demo] [--device N]
+//   e2e_ipc_client --target unix:///path [--mode sync|async|victim|after-kill|demo|cross|wrong-device]
+//                  [--device N] [--other-device M] [--prefix NAME]
 // sync:       every case, both models, region and inline variants; kv_indices >= S is reported.
 // async:      kjit_wait_event / kjit_signal_event with IPC events; no host synchronization between
 //             producing q, the daemon's launch and consuming o.
 // victim:     registers regions and an event under a session, prints "ready", launches until killed.
 // after-kill: the victim's regions and event are gone and the daemon still serves correct launches.
 // demo:       one launch, one line.
+// cross:      regions on --device, a launch asking for --other-device: INVALID_ARGUMENT (two GPUs).
+// wrong-device: run with CUDA_VISIBLE_DEVICES naming another GPU than the daemon's --device N: the
+//             registration claims device_id N for memory that lives elsewhere: INVALID_ARGUMENT.
+// --prefix names this client's regions and events (default "e2e"), so clients can run at once.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -140,6 +145,35 @@ Status RunAfterKill(Client* x) {
   return absl::OkStatus();
 }
 
+Status RunCross(Client* x, int other_device) {
+  KJIT_E2E_CHECK(other_device >= 0 && other_device != x->device, "cross needs --other-device, another GPU");
+  KJIT_RETURN_IF_ERROR(OpenSession(x, "e2e_ipc_client cross"));
+  KJIT_ASSIGN_OR_RETURN(Arenas a, MakeArenas(x, kInBytes, kOutBytes));
+  const reference::MlaCase c = reference::MakeCase(Cases()[0]);
+  KJIT_ASSIGN_OR_RETURN(CaseLayout l, UploadCase(c, a.in.get(), a.out.get()));
+  const inference::ModelInferRequest req =
+      InferRequest("mla_verify", c, l, x->prefix + "-in", x->prefix + "-out", other_device, false);
+  inference::ModelInferResponse resp;
+  const grpc::Status s = Call(x, req, &resp);
+  KJIT_E2E_CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT,
+                 absl::StrCat("regions of GPU ", x->device, " used on GPU ", other_device, ": got code ",
+                              static_cast<int>(s.error_code()), " ", s.error_message()));
+  std::printf("PASS cross: regions of GPU %d refused on GPU %d: %s\n", x->device, other_device,
+              s.error_message().c_str());
+  KJIT_RETURN_IF_ERROR(CheckCase(x, a, c, l, "mla_verify", false));  // still fine on their own GPU
+  return absl::OkStatus();
+}
+
+Status RunWrongDevice(Client* x) {
+  KJIT_ASSIGN_OR_RETURN(std::unique_ptr<CudaArena> arena, CudaArena::Create(1u << 20));
+  KJIT_ASSIGN_OR_RETURN(const grpc::Status s, TryRegisterCuda(x, x->prefix + "-in", *arena));
+  KJIT_E2E_CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT,
+                 absl::StrCat("memory of another GPU registered as device_id ", x->device, ": got code ",
+                              static_cast<int>(s.error_code()), " ", s.error_message()));
+  std::printf("PASS wrong-device: %s\n", s.error_message().c_str());
+  return absl::OkStatus();
+}
+
 Status RunDemo(Client* x) {
   x->prefix = "demo";
   KJIT_RETURN_IF_ERROR(OpenSession(x, "kjit demo"));
@@ -153,15 +187,19 @@ Status RunDemo(Client* x) {
 }  // namespace kjit::e2e
 
 int main(int argc, char** argv) {
-  std::string target, mode = "sync";
-  int device = 0;
+  std::string target, mode = "sync", prefix = "e2e";
+  int device = 0, other_device = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--target") target = argv[i + 1];
     else if (flag == "--mode") mode = argv[i + 1];
     else if (flag == "--device") device = std::atoi(argv[i + 1]);
+    else if (flag == "--other-device") other_device = std::atoi(argv[i + 1]);
+    else if (flag == "--prefix") prefix = argv[i + 1];
     else {
-      std::fprintf(stderr, "usage: e2e_ipc_client --target T [--mode sync|async|victim|after-kill|demo] [--device N]\n");
+      std::fprintf(stderr,
+                   "usage: e2e_ipc_client --target T [--mode sync|async|victim|after-kill|demo|cross|wrong-device] "
+                   "[--device N] [--other-device M] [--prefix NAME]\n");
       return 2;
     }
   }
@@ -171,12 +209,15 @@ int main(int argc, char** argv) {
   }
   kjit::e2e::Client x;
   kjit::Status s = kjit::e2e::Connect(&x, target, device);
+  x.prefix = prefix;
   if (s.ok()) {
     if (mode == "sync") s = kjit::e2e::RunSync(&x);
     else if (mode == "async") s = kjit::e2e::RunAsync(&x);
     else if (mode == "victim") s = kjit::e2e::RunVictim(&x);
     else if (mode == "after-kill") s = kjit::e2e::RunAfterKill(&x);
     else if (mode == "demo") s = kjit::e2e::RunDemo(&x);
+    else if (mode == "cross") s = kjit::e2e::RunCross(&x, other_device);
+    else if (mode == "wrong-device") s = kjit::e2e::RunWrongDevice(&x);
     else s = absl::InvalidArgumentError("unknown mode " + mode);
   }
   if (!s.ok()) {

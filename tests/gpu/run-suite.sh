@@ -54,6 +54,12 @@ for s in "$here"/e2e_*.sh; do  # daemon + client processes
   step "$(basename "$s" .sh)" 150 bash "$s" "$out"
 done
 [ -x "$bin/launch_bench" ] && step launch_bench 90 "$bin/launch_bench" --out "$out/launch_bench.md"
+# Two GPUs (one daemon, a client per GPU, kernel time alone vs both busy): only where there are two.
+if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ]; then
+  step multi_gpu 240 bash "$here/multi_gpu.sh" "$out"
+else
+  echo "| multi_gpu | not run: one GPU on this machine | 0 |" >>"$summary"
+fi
 if command -v compute-sanitizer >/dev/null && [ -x "$bin/gpu_mla_verify_test" ]; then
   step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/gpu_mla_verify_test" --gtest_filter='*Sanitize*'
   step racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/gpu_mla_verify_test" --gtest_filter='*Sanitize*'
