@@ -37,11 +37,14 @@ StatusOr<std::unique_ptr<CudaIpcRegion>> CudaIpcRegion::Open(const std::string& 
   CUipcMemHandle handle;
   std::memcpy(&handle, raw_handle.data(), kIpcHandleBytes);
   CUdeviceptr base = 0;
-  Status s = driver::Check(
-      api->cuIpcOpenMemHandle(&base, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
-      "cuIpcOpenMemHandle");
+  // The flag is required (0 is CUDA_ERROR_INVALID_VALUE): memory of another GPU of the node opens
+  // through peer access, and the driver then reports this GPU's ordinal for it (seen on two
+  // NVLink-connected H200s), so the daemon cannot tell; clients say which GPU their memory is on
+  // with the kjit-device-uuid metadata (runtime/server/sessions.h).
+  Status s = driver::Check(api->cuIpcOpenMemHandle(&base, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+                           "cuIpcOpenMemHandle");
   if (!s.ok()) {
-    // A handle from another device, a freed allocation or garbage: the client's error.
+    // A freed allocation or garbage: the client's error.
     return absl::InvalidArgumentError(absl::StrCat("bad CUDA IPC memory handle: ", s.message()));
   }
   std::unique_ptr<CudaIpcRegion> region(new CudaIpcRegion(ctx, base, byte_size, device));
@@ -53,19 +56,6 @@ StatusOr<std::unique_ptr<CudaIpcRegion>> CudaIpcRegion::Open(const std::string& 
   if (byte_size > avail) {
     return absl::InvalidArgumentError(absl::StrCat("CUDA region byte_size ", byte_size,
                                                    " exceeds the allocation's ", avail, " bytes"));
-  }
-  // device_id is an ordinal in the daemon's numbering. A client whose CUDA_VISIBLE_DEVICES orders
-  // GPUs differently would register one GPU's memory under another's id (the handle still opens,
-  // through peer access): ask the driver where the memory really lives.
-  int owner = -1;
-  KJIT_RETURN_IF_ERROR(driver::Check(
-      api->cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, base),
-      "cuPointerGetAttribute(DEVICE_ORDINAL)"));
-  if (owner != device) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CUDA region memory lives on the daemon's GPU ", owner, " but device_id is ", device,
-        ": device_id is an ordinal in the daemon's GPU numbering, not the client's; "
-        "the client's CUDA_VISIBLE_DEVICES probably orders GPUs differently"));
   }
   return region;
 }

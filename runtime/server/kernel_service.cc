@@ -186,6 +186,11 @@ grpc::Status KernelService::RegisterEvent(grpc::ServerContext* ctx, const v1::Re
   }
   auto dev = d_->Device(req->device_id());
   if (!dev.ok()) return ToGrpc(dev.status());
+  if (Status s = CheckDeviceUuid(*ctx, absl::StrCat("event '", req->name(), "'"),
+                                 static_cast<int>(req->device_id()), (*dev)->info().uuid);
+      !s.ok()) {
+    return ToGrpc(s);
+  }
   if (d_->regions.FindEvent(req->name()).ok()) {
     return ToGrpc(absl::AlreadyExistsError(absl::StrCat("event '", req->name(), "' is already registered")));
   }

@@ -39,6 +39,19 @@ StatusOr<std::string> SessionTable::SessionOf(const grpc::ServerContext& ctx) co
   return id;
 }
 
+Status CheckDeviceUuid(const grpc::ServerContext& ctx, const std::string& what, int device_id,
+                       const std::string& device_uuid) {
+  const auto& md = ctx.client_metadata();
+  auto it = md.find(kDeviceUuidMetadataKey);
+  if (it == md.end()) return absl::OkStatus();
+  const std::string claimed(it->second.data(), it->second.size());
+  if (claimed == device_uuid) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, ": the client's GPU is ", claimed, " but device_id ", device_id, " is the daemon's GPU ",
+      device_uuid, "; device_id is an ordinal in the daemon's GPU numbering (nvidia-smi -L), not the "
+      "client's: check the client's CUDA_VISIBLE_DEVICES"));
+}
+
 bool SessionTable::IsOpen(const std::string& id) const {
   std::lock_guard<std::mutex> lock(mu_);
   return open_.count(id) != 0;

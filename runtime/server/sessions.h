@@ -13,6 +13,17 @@
 namespace kjit::server {
 
 inline constexpr char kSessionMetadataKey[] = "kjit-session";
+// Optional metadata of CudaSharedMemoryRegister and RegisterEvent: the UUID ("GPU-...", as
+// cuDeviceGetUuid / nvidia-smi -L print it) of the GPU the client's memory or event lives on.
+// device_id is an ordinal in the daemon's numbering; a client whose CUDA_VISIBLE_DEVICES orders the
+// GPUs differently would otherwise register one GPU's memory under another's ordinal, and the driver
+// maps it through peer access without complaint (and reports the daemon's ordinal for it).
+inline constexpr char kDeviceUuidMetadataKey[] = "kjit-device-uuid";
+
+// OK when the request carries no kjit-device-uuid or names `device`'s GPU; INVALID_ARGUMENT saying
+// what to fix otherwise. `what` names the registration ("region 'x'").
+Status CheckDeviceUuid(const grpc::ServerContext& ctx, const std::string& what, int device_id,
+                       const std::string& device_uuid);
 
 class SessionTable {
  public:

@@ -76,6 +76,11 @@ grpc::Status InferenceService::CudaSharedMemoryRegister(
   }
   auto dev = d_->Device(req->device_id());
   if (!dev.ok()) return ToGrpc(dev.status());
+  if (Status s = CheckDeviceUuid(*ctx, absl::StrCat("region '", req->name(), "'"),
+                                 static_cast<int>(req->device_id()), (*dev)->info().uuid);
+      !s.ok()) {
+    return ToGrpc(s);
+  }
   if (d_->regions.FindRegion(req->name()).ok()) {
     return ToGrpc(absl::AlreadyExistsError(
         absl::StrCat("shared memory region '", req->name(), "' is already registered")));

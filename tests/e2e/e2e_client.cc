@@ -72,6 +72,7 @@ StatusOr<grpc::Status> TryRegisterCuda(Client* x, const std::string& name, const
   KJIT_ASSIGN_OR_RETURN(std::string handle, arena.IpcHandle());
   grpc::ClientContext ctx;
   if (!x->session.empty()) ctx.AddMetadata("kjit-session", x->session);
+  ctx.AddMetadata("kjit-device-uuid", x->info.uuid);  // lets the daemon catch a device_id mix-up
   inference::CudaSharedMemoryRegisterRequest req;
   req.set_name(name);
   req.set_raw_handle(handle);
@@ -102,6 +103,7 @@ Status RegisterEvent(Client* x, const std::string& name, CUevent event) {
   KJIT_RETURN_IF_ERROR(driver::Check(api->cuIpcGetEventHandle(&h, event), "cuIpcGetEventHandle"));
   grpc::ClientContext ctx;
   if (!x->session.empty()) ctx.AddMetadata("kjit-session", x->session);
+  ctx.AddMetadata("kjit-device-uuid", x->info.uuid);
   kjit::v1::RegisterEventRequest req;
   req.set_name(name);
   req.set_raw_handle(std::string(reinterpret_cast<const char*>(&h), sizeof(h)));

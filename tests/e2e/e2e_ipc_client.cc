@@ -11,7 +11,8 @@
 // demo:       one launch, one line.
 // cross:      regions on --device, a launch asking for --other-device: INVALID_ARGUMENT (two GPUs).
 // wrong-device: run with CUDA_VISIBLE_DEVICES naming another GPU than the daemon's --device N: the
-//             registration claims device_id N for memory that lives elsewhere: INVALID_ARGUMENT.
+//             registration claims device_id N for memory on another GPU, whose UUID it sends
+//             (kjit-device-uuid): INVALID_ARGUMENT.
 // --prefix names this client's regions and events (default "e2e"), so clients can run at once.
 #include <chrono>
 #include <cstdio>
