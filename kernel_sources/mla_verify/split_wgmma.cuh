@@ -306,6 +306,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       }
 #endif
     }
+    CpAsyncWait<0>();  // nothing is pending by now; waiting says so to the sanitizers
   }
   __syncthreads();  // row sums visible; every wgmma has completed (KV stages free for staging O)
 

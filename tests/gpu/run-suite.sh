@@ -63,6 +63,7 @@ fi
 if command -v compute-sanitizer >/dev/null && [ -x "$bin/gpu_mla_verify_test" ]; then
   step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/gpu_mla_verify_test" --gtest_filter='*Sanitize*'
   step racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/gpu_mla_verify_test" --gtest_filter='*Sanitize*'
+  step synccheck 120 compute-sanitizer --tool synccheck --error-exitcode 9 "$bin/gpu_mla_verify_test" --gtest_filter='*Sanitize*'
 fi
 [ -x "$bin/jit_bench" ] && step jit_bench 60 "$bin/jit_bench" --out "$out/jit_bench_gpu.md"
 
