@@ -285,16 +285,6 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       issue_pv(SmemAddr(sm.kv[t % 2]));
       WgmmaWait<0>();
       WgmmaPin(o);
-#if defined(KJIT_MLA_FULL_PV1_BARRIER)
-      // Variant (A/B and racecheck runs): a full barrier after the gather instead of an arrive here.
-      if (has_next2) {
-        if (li < kTile) stage(t + 2, li, raw);
-        NamedBarrier(kBarPv0Done, kThreads);
-        gather(t + 2, 4, 4);
-        CpAsyncCommit();
-      }
-      NamedBarrier(kBarPv1Done, kThreads);
-#else
       // Warpgroup 0 overwrites alpha and P once this arrives: bar.arrive orders this thread's
       // earlier reads before the barrier completes (PTX ISA, barrier{.cta}).
       NamedBarrierArrive(kBarPv1Done, kThreads);
@@ -304,7 +294,6 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
         gather(t + 2, 4, 4);
         CpAsyncCommit();
       }
-#endif
     }
     CpAsyncWait<0>();  // nothing is pending by now; waiting says so to the sanitizers
   }
