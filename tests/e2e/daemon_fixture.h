@@ -1,10 +1,16 @@
-// Test fixture: one compile-only kjitd per test suite (started in SetUpTestSuite, stopped in
-// TearDownTestSuite) and a fresh inference stub per test.
+// Test fixtures: one compile-only kjitd per test suite (started in SetUpTestSuite, stopped in
+// TearDownTestSuite) and a fresh inference stub per test; ShmDaemonSuite adds a 4 KiB POSIX shared
+// memory object per test and registers system shared memory regions on it.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "tests/e2e/daemon_process.h"
@@ -24,6 +30,45 @@ class DaemonSuite : public ::testing::Test {
   }
   static inline DaemonProcess* daemon_ = nullptr;
   std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+};
+
+class ShmDaemonSuite : public DaemonSuite {
+ protected:
+  static constexpr int kShmBytes = 4096;
+  void SetUp() override {
+    DaemonSuite::SetUp();
+    if (HasFatalFailure()) return;
+    key_ = "/kjit-test-" + std::to_string(getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    shm_fd_ = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
+    ASSERT_GE(shm_fd_, 0) << key_;
+    ASSERT_EQ(ftruncate(shm_fd_, kShmBytes), 0);
+  }
+  // Unlinks the object and unregisters every system region (also when SetUp failed part way).
+  void TearDown() override {
+    if (shm_fd_ >= 0) {
+      close(shm_fd_);
+      shm_unlink(key_.c_str());
+    }
+    if (stub_ == nullptr) return;
+    grpc::ClientContext ctx;
+    inference::SystemSharedMemoryUnregisterResponse r;
+    stub_->SystemSharedMemoryUnregister(&ctx, {}, &r);  // empty name: all
+  }
+  grpc::StatusCode Register(const std::string& name, const std::string& key, uint64_t offset, uint64_t size,
+                            const std::string& session = "") {
+    grpc::ClientContext ctx;
+    if (!session.empty()) ctx.AddMetadata("kjit-session", session);
+    inference::SystemSharedMemoryRegisterRequest req;
+    req.set_name(name);
+    req.set_key(key);
+    req.set_offset(offset);
+    req.set_byte_size(size);
+    inference::SystemSharedMemoryRegisterResponse resp;
+    return stub_->SystemSharedMemoryRegister(&ctx, req, &resp).error_code();
+  }
+  std::string key_;
+  int shm_fd_ = -1;  // open for the test's own writes
 };
 
 }  // namespace kjit::testing

@@ -38,18 +38,21 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_flags) {
     return;
   }
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  auto exited = [this] {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+    pid_ = -1;
+    error_ = "kjitd exited during startup with status " + std::to_string(status);
+    return true;
+  };
   // Connect only once the socket exists: a failed connect puts the channel into reconnect backoff.
   while (!std::filesystem::exists(socket_) && std::chrono::steady_clock::now() < give_up) {
+    if (exited()) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   auto stub = grpc::health::v1::Health::NewStub(Channel());
   while (std::chrono::steady_clock::now() < give_up) {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      error_ = "kjitd exited during startup with status " + std::to_string(status);
-      return;
-    }
+    if (exited()) return;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     grpc::health::v1::HealthCheckRequest req;

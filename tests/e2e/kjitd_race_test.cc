@@ -20,8 +20,6 @@ namespace {
 
 using grpc::StatusCode;
 
-class DaemonTest : public DaemonSuite {};
-
 // A ModelInfer whose qo_indptr lives in `region` (written at offset 0 of the test's shm object).
 Req RegionRequest(const std::string& region) {
   Req r = ValidRequest();
@@ -52,41 +50,22 @@ std::set<StatusCode> Hammer(const DaemonProcess& daemon, const Req& req, int thr
   return codes;
 }
 
-class RegionRaceTest : public DaemonTest {
+class RegionRaceTest : public ShmDaemonSuite {
  protected:
   void SetUp() override {
-    DaemonTest::SetUp();
-    key_ = "/kjit-race-" + std::to_string(getpid()) + "-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    const int fd = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(ftruncate(fd, 4096), 0);
+    ShmDaemonSuite::SetUp();
+    if (HasFatalFailure()) return;
     const int32_t qo[2] = {0, 2};
-    ASSERT_EQ(pwrite(fd, qo, sizeof(qo), 0), static_cast<ssize_t>(sizeof(qo)));
-    close(fd);
-  }
-  void TearDown() override {
-    shm_unlink(key_.c_str());
-    grpc::ClientContext ctx;
-    inference::SystemSharedMemoryUnregisterResponse r;
-    stub_->SystemSharedMemoryUnregister(&ctx, {}, &r);
+    ASSERT_EQ(pwrite(shm_fd_, qo, sizeof(qo), 0), static_cast<ssize_t>(sizeof(qo)));
   }
   StatusCode Register(const std::string& name, const std::string& session = "") {
-    grpc::ClientContext ctx;
-    if (!session.empty()) ctx.AddMetadata("kjit-session", session);
-    inference::SystemSharedMemoryRegisterRequest req;
-    req.set_name(name);
-    req.set_key(key_);
-    req.set_byte_size(4096);
-    inference::SystemSharedMemoryRegisterResponse resp;
-    return stub_->SystemSharedMemoryRegister(&ctx, req, &resp).error_code();
+    return ShmDaemonSuite::Register(name, key_, 0, kShmBytes, session);
   }
   bool Live() {
     grpc::ClientContext ctx;
     inference::ServerLiveResponse resp;
     return stub_->ServerLive(&ctx, {}, &resp).ok() && resp.live();
   }
-  std::string key_;
 };
 
 TEST_F(RegionRaceTest, UnregisterDuringInfer) {

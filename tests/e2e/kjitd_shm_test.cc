@@ -19,36 +19,12 @@ namespace {
 
 using grpc::StatusCode;
 
-class ShmTest : public DaemonSuite {
+class ShmTest : public ShmDaemonSuite {
  protected:
   void SetUp() override {
-    DaemonSuite::SetUp();
+    ShmDaemonSuite::SetUp();
     if (HasFatalFailure()) return;
     kernels_ = kjit::v1::KernelService::NewStub(daemon_->Channel());
-    key_ = "/kjit-test-" + std::to_string(getpid()) + "-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    const int fd = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
-    ASSERT_GE(fd, 0) << key_;
-    ASSERT_EQ(ftruncate(fd, 4096), 0);
-    close(fd);
-  }
-  void TearDown() override {
-    shm_unlink(key_.c_str());
-    grpc::ClientContext ctx;
-    inference::SystemSharedMemoryUnregisterResponse r;
-    stub_->SystemSharedMemoryUnregister(&ctx, {}, &r);  // empty name: all
-  }
-  StatusCode Register(const std::string& name, const std::string& key, uint64_t offset, uint64_t size,
-                      const std::string& session = "") {
-    grpc::ClientContext ctx;
-    if (!session.empty()) ctx.AddMetadata("kjit-session", session);
-    inference::SystemSharedMemoryRegisterRequest req;
-    req.set_name(name);
-    req.set_key(key);
-    req.set_offset(offset);
-    req.set_byte_size(size);
-    inference::SystemSharedMemoryRegisterResponse resp;
-    return stub_->SystemSharedMemoryRegister(&ctx, req, &resp).error_code();
   }
   StatusCode Unregister(const std::string& name) {
     grpc::ClientContext ctx;
@@ -70,7 +46,6 @@ class ShmTest : public DaemonSuite {
   }
 
   std::unique_ptr<kjit::v1::KernelService::Stub> kernels_;
-  std::string key_;
 };
 
 TEST_F(ShmTest, RegisterStatusUnregister) {
