@@ -108,7 +108,6 @@ StatusOr<std::vector<ListedEntry>> CubinCache::List() const {
     l.key = f.key;
     l.meta = std::move(e->meta);
     l.file_bytes = f.bytes;
-    l.cubin_bytes = e->cubin.size();
     UniqueFd held;
     StatusOr<bool> busy = InUse(f.path, &held);
     l.in_use = busy.ok() && *busy;
@@ -116,6 +115,17 @@ StatusOr<std::vector<ListedEntry>> CubinCache::List() const {
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
   return out;
+}
+
+StatusOr<CubinCache::DiskUsageReport> CubinCache::DiskUsage() const {
+  KJIT_RETURN_IF_ERROR(NeedsDisk(*impl_));
+  KJIT_ASSIGN_OR_RETURN(auto files, impl_->Scan());
+  DiskUsageReport r;
+  for (const auto& f : files) {
+    ++r.entries;
+    r.bytes += f.bytes;
+  }
+  return r;
 }
 
 StatusOr<Entry> CubinCache::Show(std::string_view key_prefix) const {

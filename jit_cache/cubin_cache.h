@@ -116,7 +116,6 @@ struct ListedEntry {
   std::string key;
   EntryMeta meta;
   uint64_t file_bytes = 0;
-  uint64_t cubin_bytes = 0;
   bool in_use = false;  // another open CubinCache (maybe this one) holds it
 };
 
@@ -155,6 +154,12 @@ class CubinCache {
 
   // Inspection and maintenance (`kjit cache ...`); FailedPrecondition when memory-only.
   StatusOr<std::vector<ListedEntry>> List() const;          // sorted by key
+  // Entry files and their bytes on disk, from the directory alone (nothing read or verified).
+  struct DiskUsageReport {
+    uint64_t entries = 0;
+    uint64_t bytes = 0;
+  };
+  StatusOr<DiskUsageReport> DiskUsage() const;
   StatusOr<Entry> Show(std::string_view key_prefix) const;  // a unique key prefix is enough
   StatusOr<VerifyReport> Verify();                          // removes entries that fail
   StatusOr<GcReport> Gc(uint64_t max_bytes);                // LRU until total <= max_bytes

@@ -32,10 +32,6 @@ const Command kCompile{
      {"jobs", "N", "parallel compiles (default: bounded by cores and memory)"},
      {"json", "", "print JSON instead of the table"}}};
 
-std::string OriginName(kernels::CompiledKernel::Origin o) {
-  using O = kernels::CompiledKernel::Origin;
-  return o == O::kCompiled ? "compiled" : o == O::kDiskHit ? "disk" : "memory";
-}
 
 StatusOr<std::vector<kernels::Specialization>> Select(const std::string& name) {
   const auto& all = kernels::Catalog();
@@ -63,7 +59,7 @@ Json ResultJson(const kernels::Specialization& spec, const std::string& arch,
     f.emplace_back("error", JsonString(std::string(r.status().message())));
     return JsonObject(std::move(f));
   }
-  f.emplace_back("cubin_arch", JsonString(r->cubin_arch.empty() ? arch : r->cubin_arch));
+  f.emplace_back("cubin_arch", JsonString(r->cubin_arch));
   std::vector<Json> ks;
   for (size_t i = 0; i < r->lowered_names.size(); ++i) {
     const nvrtc::KernelResources* res = i < r->resources.size() ? &r->resources[i] : nullptr;
@@ -74,7 +70,7 @@ Json ResultJson(const kernels::Specialization& spec, const std::string& arch,
                              {"spill_load_bytes", JsonNumber(res ? res->spill_load_bytes : 0)},
                              {"shared_bytes", JsonNumber(res ? res->shared_bytes : 0)}}));
   }
-  f.emplace_back("origin", JsonString(OriginName(r->origin)));
+  f.emplace_back("origin", JsonString(std::string(cache::OriginName(r->origin))));
   f.emplace_back("compile_ms", JsonNumber(r->compile_ms));
   f.emplace_back("cache_key", JsonString(r->cache_key));
   f.emplace_back("cubin_bytes", JsonNumber(static_cast<double>(r->cubin.size())));
@@ -112,7 +108,7 @@ int RunCompile(int argc, char** argv, int first) {
                                                    const Status& s) {
     if (k) {
       std::fprintf(stderr, "[%d/%d] %s/%s %s: %s (%.0f ms compile)\n", done, total, k->spec.family.c_str(),
-                   k->spec.name.c_str(), k->arch.c_str(), OriginName(k->origin).c_str(), k->compile_ms);
+                   k->spec.name.c_str(), k->arch.c_str(), std::string(cache::OriginName(k->origin)).c_str(), k->compile_ms);
     } else {
       std::fprintf(stderr, "[%d/%d] FAILED: %s\n", done, total, std::string(s.message()).c_str());
     }
@@ -134,10 +130,10 @@ int RunCompile(int argc, char** argv, int first) {
     compiled += k.origin == kernels::CompiledKernel::Origin::kCompiled;
     for (size_t j = 0; j < k.lowered_names.size(); ++j) {
       const nvrtc::KernelResources r = j < k.resources.size() ? k.resources[j] : nvrtc::KernelResources{};
-      const std::string shown = k.cubin_arch.empty() || k.cubin_arch == arch ? arch : arch + " as " + k.cubin_arch;
+      const std::string shown = k.cubin_arch == arch ? arch : arch + " as " + k.cubin_arch;
       rows.push_back({k.lowered_names[j].first, spec.family + "/" + spec.name, shown, std::to_string(r.registers),
                       absl::StrCat(r.spill_store_bytes, "/", r.spill_load_bytes), std::to_string(r.shared_bytes),
-                      absl::StrFormat("%.0f", k.compile_ms), OriginName(k.origin)});
+                      absl::StrFormat("%.0f", k.compile_ms), std::string(cache::OriginName(k.origin))});
     }
   }
   const cache::Stats st = cache->stats();

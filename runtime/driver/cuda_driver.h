@@ -22,7 +22,7 @@ namespace kjit::driver {
 // every pair matches. (Asking for the newest version instead would, for example, hand back
 // CUDA 13's cuCtxSynchronize(CUcontext) behind a cuCtxSynchronize(void) pointer.)
 #define KJIT_CU_API_LIST(X)                                                                         \
-  X(cuInit, 2000) X(cuDriverGetVersion, 2020) X(cuDeviceGet, 2000) X(cuDeviceGetCount, 2000)      \
+  X(cuInit, 2000) X(cuDeviceGet, 2000) X(cuDeviceGetCount, 2000)                                  \
   X(cuDeviceGetName, 2000) X(cuDeviceGetAttribute, 2000) X(cuDeviceGetUuid, 11040)                \
   X(cuDeviceTotalMem, 3020) X(cuDevicePrimaryCtxRetain, 7000) X(cuDevicePrimaryCtxRelease, 11000) \
   X(cuCtxSetCurrent, 4000) X(cuCtxGetCurrent, 4000) X(cuCtxSynchronize, 2000)                      \
@@ -38,7 +38,7 @@ namespace kjit::driver {
   X(cuMemcpyDtoH, 3020) X(cuMemcpyDtoD, 3020) X(cuMemcpyHtoDAsync, 3020)                          \
   X(cuMemcpyDtoHAsync, 3020) X(cuMemcpyDtoDAsync, 3020) X(cuMemsetD8, 3020)                       \
   X(cuMemsetD8Async, 3020) X(cuMemsetD32Async, 3020) X(cuMemGetAddressRange, 3020)                \
-  X(cuPointerGetAttribute, 4000) X(cuIpcGetMemHandle, 4010) X(cuIpcOpenMemHandle, 11000)          \
+  X(cuIpcGetMemHandle, 4010) X(cuIpcOpenMemHandle, 11000)                                         \
   X(cuIpcCloseMemHandle, 4010) X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010)         \
   X(cuGetErrorName, 6000) X(cuGetErrorString, 6000) X(cuMemHostRegister, 6050)                    \
   X(cuMemHostUnregister, 4000)

@@ -97,9 +97,7 @@ CompiledKernel FromEntry(const Specialization& spec, std::string_view arch, cach
                            .stack_bytes = info.stack_bytes});
   }
   k.compile_ms = e.meta.compile_ms;
-  k.origin = origin == cache::Origin::kCompiled   ? CompiledKernel::Origin::kCompiled
-             : origin == cache::Origin::kDiskHit ? CompiledKernel::Origin::kDiskHit
-                                                  : CompiledKernel::Origin::kMemoryHit;
+  k.origin = origin;
   return k;
 }
 

@@ -12,27 +12,26 @@
 #include <utility>
 #include <vector>
 
+#include "jit_cache/cubin_cache.h"
 #include "runtime/common/status.h"
 #include "runtime/driver/cuda_driver.h"
 #include "runtime/kernels/catalog.h"
 #include "runtime/nvrtc/compiler.h"
-
-namespace kjit::cache {
-class CubinCache;
-}
 
 namespace kjit::kernels {
 
 struct CompiledKernel {
   Specialization spec;
   std::string arch;        // the arch it was asked for (a device's, e.g. "sm_90")
-  std::string cubin_arch;  // the arch NVRTC compiled for (Specialization::target_arch, e.g. "sm_90a")
+  std::string cubin_arch;  // the arch NVRTC compiled for (Specialization::target_arch, e.g. "sm_90a");
+                           // LoadedKernels checks this one against the device
   std::string cache_key;  // hex digest; empty when compiled without a cache
   std::vector<char> cubin;
   std::vector<std::pair<std::string, std::string>> lowered_names;  // name expression -> lowered
   std::vector<nvrtc::KernelResources> resources;
   double compile_ms = 0;
-  enum class Origin { kCompiled, kDiskHit, kMemoryHit } origin = Origin::kCompiled;
+  using Origin = cache::Origin;  // cache::OriginName names it
+  Origin origin = Origin::kCompiled;
 };
 
 // The NVRTC request of one specialization for one arch: prelude + entry source, every kernel

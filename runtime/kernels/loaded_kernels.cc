@@ -42,11 +42,10 @@ StatusOr<std::unique_ptr<LoadedKernels>> LoadedKernels::Load(const std::vector<C
                                                               const driver::DeviceInfo& device) {
   std::unique_ptr<LoadedKernels> out(new LoadedKernels());
   for (const CompiledKernel& k : kernels) {
-    const std::string& cubin_arch = k.cubin_arch.empty() ? k.arch : k.cubin_arch;
-    const std::string what = absl::StrCat(k.spec.family, "/", k.spec.name, " (", cubin_arch,
+    const std::string what = absl::StrCat(k.spec.family, "/", k.spec.name, " (", k.cubin_arch,
                                           ") on device ", device.ordinal, " (", device.arch, ")");
-    if (!ArchRunsOn(cubin_arch, device.arch)) {
-      return absl::FailedPreconditionError(absl::StrCat(what, ": a cubin for ", cubin_arch,
+    if (!ArchRunsOn(k.cubin_arch, device.arch)) {
+      return absl::FailedPreconditionError(absl::StrCat(what, ": a cubin for ", k.cubin_arch,
                                                         " cannot run on ", device.arch));
     }
     if (k.lowered_names.empty()) {

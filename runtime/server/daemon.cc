@@ -14,14 +14,6 @@ std::string CompiledKey(const std::string& family, const std::string& spec, cons
   return absl::StrCat(family, "/", spec, "/", arch);
 }
 
-const char* OriginName(kernels::CompiledKernel::Origin o) {
-  switch (o) {
-    case kernels::CompiledKernel::Origin::kCompiled: return "compiled";
-    case kernels::CompiledKernel::Origin::kDiskHit: return "disk cache";
-    case kernels::CompiledKernel::Origin::kMemoryHit: return "memory cache";
-  }
-  return "?";
-}
 
 }  // namespace
 
@@ -95,7 +87,7 @@ Status StartDaemon(Daemon* d) {
     auto results = d->compiler->GetAll(
         specs, archs, [&](int done, int total, const kernels::CompiledKernel* k, const Status& s) {
           std::string line = absl::StrCat("kernels ", done, "/", total);
-          if (k != nullptr) absl::StrAppend(&line, ": ", k->spec.family, "/", k->spec.name, " ", k->arch, " (", OriginName(k->origin), ")");
+          if (k != nullptr) absl::StrAppend(&line, ": ", k->spec.family, "/", k->spec.name, " ", k->arch, " (", std::string(cache::OriginName(k->origin)), ")");
           if (!s.ok()) absl::StrAppend(&line, ": FAILED ", s.message());
           if (tty && s.ok() && done < total) {
             fprintf(stderr, "\r\033[Kkjitd info: %s", line.c_str());

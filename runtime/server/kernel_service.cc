@@ -133,7 +133,7 @@ grpc::Status KernelService::GetKernel(grpc::ServerContext*, const v1::GetKernelR
   }
   resp->set_cubin(k->cubin.data(), k->cubin.size());
   resp->set_cache_key(k->cache_key);
-  resp->set_arch(k->cubin_arch.empty() ? k->arch : k->cubin_arch);
+  resp->set_arch(k->cubin_arch);
   FillKernels(*k, resp->mutable_kernels());
   return grpc::Status::OK;
 }
@@ -149,11 +149,9 @@ grpc::Status KernelService::CacheStats(grpc::ServerContext*, const v1::CacheStat
   resp->set_evictions(s.evictions);
   resp->set_corrupt(s.corrupt);
   resp->set_memory_only(d_->cache->memory_only());
-  if (auto list = d_->cache->List(); list.ok()) {
-    resp->set_entries(list->size());
-    uint64_t bytes = 0;
-    for (const auto& e : *list) bytes += e.file_bytes;
-    resp->set_bytes(bytes);
+  if (auto usage = d_->cache->DiskUsage(); usage.ok()) {  // from the directory: no entry is read
+    resp->set_entries(usage->entries);
+    resp->set_bytes(usage->bytes);
   }
   return grpc::Status::OK;
 }

@@ -153,7 +153,8 @@ StatusOr<std::unique_ptr<kernels::LoadedKernels>> LoadKernelsFromDaemon(
       }
       kernels::CompiledKernel k;
       k.spec = spec;
-      k.arch = resp.arch();
+      k.arch = device.arch;
+      k.cubin_arch = resp.arch();  // the daemon's answer: sm_90a for mla_verify on sm_90
       k.cache_key = resp.cache_key();
       k.cubin.assign(resp.cubin().begin(), resp.cubin().end());
       for (const auto& kr : resp.kernels()) k.lowered_names.emplace_back(kr.name_expression(), kr.lowered_name());

@@ -91,6 +91,11 @@ TEST(CacheDifferential, ArchVariantsAreSeparateEntries) {
   ASSERT_EQ(listed->size(), 2u);
   std::set<std::string> archs = {(*listed)[0].meta.arch, (*listed)[1].meta.arch};
   EXPECT_EQ(archs, (std::set<std::string>{"sm_90", "sm_90a"}));
+  // DiskUsage counts the same files from the directory alone.
+  StatusOr<CubinCache::DiskUsageReport> usage = cache->DiskUsage();
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_EQ(usage->entries, 2u);
+  EXPECT_EQ(usage->bytes, (*listed)[0].file_bytes + (*listed)[1].file_bytes);
 }
 
 }  // namespace

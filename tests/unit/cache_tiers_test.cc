@@ -114,6 +114,7 @@ TEST(CacheTiers, MemoryOnlyCachesInProcess) {
   EXPECT_EQ(o, Origin::kMemoryHit);
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(cache->List().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cache->DiskUsage().status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(CacheTiers, DirectoryFromEnvironment) {
