@@ -1,9 +1,18 @@
 #include "runtime/ipc/region_registry.h"
 
 namespace kjit::ipc {
+namespace {
 
-Status RegionRegistry::AddRegion(std::shared_ptr<const Region> region) {
+Status CheckSession(const std::string& session, const RegionRegistry::SessionOpen& session_open) {
+  if (session.empty() || !session_open || session_open(session)) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat("session '", session, "' has ended"));
+}
+
+}  // namespace
+
+Status RegionRegistry::AddRegion(std::shared_ptr<const Region> region, const SessionOpen& session_open) {
   std::lock_guard<std::mutex> lock(mu_);
+  KJIT_RETURN_IF_ERROR(CheckSession(region->session, session_open));
   if (regions_.count(region->name) != 0) {
     return absl::AlreadyExistsError(
         absl::StrCat("shared memory region '", region->name, "' is already registered"));
@@ -50,8 +59,9 @@ StatusOr<std::vector<std::shared_ptr<const Region>>> RegionRegistry::ListRegions
   return out;
 }
 
-Status RegionRegistry::AddEvent(std::shared_ptr<const NamedEvent> event) {
+Status RegionRegistry::AddEvent(std::shared_ptr<const NamedEvent> event, const SessionOpen& session_open) {
   std::lock_guard<std::mutex> lock(mu_);
+  KJIT_RETURN_IF_ERROR(CheckSession(event->session, session_open));
   if (events_.count(event->name) != 0) {
     return absl::AlreadyExistsError(absl::StrCat("event '", event->name, "' is already registered"));
   }

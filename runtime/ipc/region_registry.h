@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,8 +37,14 @@ struct NamedEvent {
 
 class RegionRegistry {
  public:
-  // ALREADY_EXISTS when the name is taken by a region of either kind.
-  Status AddRegion(std::shared_ptr<const Region> region);
+  // Whether a session may still own new entries. The owner closes a session before calling
+  // ReleaseSession, and AddRegion/AddEvent ask this under the registry's lock: an entry is either
+  // refused (NOT_FOUND) or in place before the release runs, so none outlives its session.
+  using SessionOpen = std::function<bool(const std::string& session)>;
+
+  // ALREADY_EXISTS when the name is taken by a region of either kind; NOT_FOUND when the region
+  // names a session that session_open (if given) says has ended.
+  Status AddRegion(std::shared_ptr<const Region> region, const SessionOpen& session_open = {});
   // Removes the named region of that kind; an empty name removes every region of the kind; an
   // unknown name (or one of the other kind) is not an error.
   void RemoveRegion(RegionKind kind, const std::string& name);
@@ -47,7 +54,8 @@ class RegionRegistry {
   StatusOr<std::vector<std::shared_ptr<const Region>>> ListRegions(RegionKind kind,
                                                                    const std::string& name) const;
 
-  Status AddEvent(std::shared_ptr<const NamedEvent> event);  // ALREADY_EXISTS when taken
+  // ALREADY_EXISTS when taken; NOT_FOUND as AddRegion.
+  Status AddEvent(std::shared_ptr<const NamedEvent> event, const SessionOpen& session_open = {});
   void RemoveEvent(const std::string& name);                  // unknown: no error
   StatusOr<std::shared_ptr<const NamedEvent>> FindEvent(const std::string& name) const;
 

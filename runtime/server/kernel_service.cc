@@ -199,13 +199,8 @@ grpc::Status KernelService::RegisterEvent(grpc::ServerContext* ctx, const v1::Re
   named->name = req->name();
   named->session = *session;
   named->event = *std::move(ev);
-  const std::string session_id = named->session;
-  if (Status s = d_->regions.AddEvent(std::move(named)); !s.ok()) return ToGrpc(s);
-  if (!session_id.empty() && !d_->sessions.IsOpen(session_id)) {
-    d_->regions.RemoveEvent(req->name());
-    return ToGrpc(absl::NotFoundError(absl::StrCat("session '", session_id, "' ended during the registration")));
-  }
-  return grpc::Status::OK;
+  return ToGrpc(d_->regions.AddEvent(std::move(named),
+                                     [this](const std::string& s) { return d_->sessions.IsOpen(s); }));
 }
 
 grpc::Status KernelService::UnregisterEvent(grpc::ServerContext*, const v1::UnregisterEventRequest* req,

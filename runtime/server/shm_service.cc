@@ -6,15 +6,9 @@
 namespace kjit::server {
 namespace {
 
-// Adds the region; when its session ended meanwhile (the release already ran), takes it back out.
-Status AddRegion(Daemon* d, ipc::RegionKind kind, std::shared_ptr<ipc::Region> region) {
-  const std::string name = region->name, session = region->session;
-  KJIT_RETURN_IF_ERROR(d->regions.AddRegion(std::move(region)));
-  if (!session.empty() && !d->sessions.IsOpen(session)) {
-    d->regions.RemoveRegion(kind, name);
-    return absl::NotFoundError(absl::StrCat("session '", session, "' ended during the registration"));
-  }
-  return absl::OkStatus();
+// Adds the region unless its session has ended meanwhile (checked under the registry's lock).
+Status AddRegion(Daemon* d, std::shared_ptr<ipc::Region> region) {
+  return d->regions.AddRegion(std::move(region), [d](const std::string& s) { return d->sessions.IsOpen(s); });
 }
 
 }  // namespace
@@ -35,7 +29,7 @@ grpc::Status InferenceService::SystemSharedMemoryRegister(
   region->name = req->name();
   region->session = *session;
   region->system = *std::move(shm);
-  return ToGrpc(AddRegion(d_, ipc::RegionKind::kSystem, std::move(region)));
+  return ToGrpc(AddRegion(d_, std::move(region)));
 }
 
 grpc::Status InferenceService::SystemSharedMemoryUnregister(
@@ -95,7 +89,7 @@ grpc::Status InferenceService::CudaSharedMemoryRegister(
   region->session = *session;
   region->cuda = *std::move(cuda);
   // A concurrent register of the same name loses here; its handle closes with `region`.
-  return ToGrpc(AddRegion(d_, ipc::RegionKind::kCuda, std::move(region)));
+  return ToGrpc(AddRegion(d_, std::move(region)));
 }
 
 grpc::Status InferenceService::CudaSharedMemoryUnregister(

@@ -127,6 +127,21 @@ TEST(RegionRegistry, SessionReleaseTakesOnlyThatSession) {
   EXPECT_FALSE(reg.FindRegion("global").ok());
 }
 
+TEST(RegionRegistry, AnEndedSessionCannotOwnNewEntries) {
+  ShmObject obj(4096);
+  RegionRegistry reg;
+  auto open = [](const std::string& s) { return s == "live"; };
+  EXPECT_EQ(reg.AddRegion(SystemRegion("late", obj, 0, 64, "ended"), open).code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(reg.FindRegion("late").ok());
+  EXPECT_TRUE(reg.AddRegion(SystemRegion("mine", obj, 0, 64, "live"), open).ok());
+  EXPECT_TRUE(reg.AddRegion(SystemRegion("global", obj, 64, 64), open).ok());  // no session: no check
+  auto ev = std::make_shared<NamedEvent>();
+  ev->name = "ev";
+  ev->session = "ended";
+  EXPECT_EQ(reg.AddEvent(ev, open).code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(reg.FindEvent("ev").ok());
+}
+
 TEST(CudaIpc, HandleSizeIsCheckedBeforeTheDriver) {
   EXPECT_EQ(CudaIpcRegion::Open(std::string(63, '\0'), 0, 16).status().code(),
             absl::StatusCode::kInvalidArgument);
