@@ -10,8 +10,4 @@ __device__ __forceinline__ unsigned PackBf16x2(float lo, float hi) {
   return r;
 }
 
-__device__ __forceinline__ float Bf16ToFloat(unsigned short bits) {
-  return __uint_as_float(static_cast<unsigned>(bits) << 16);
-}
-
 }  // namespace kjit

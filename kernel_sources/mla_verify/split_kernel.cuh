@@ -240,15 +240,9 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
         float tile_max = sm.row_buf[0][row];
 #pragma unroll
         for (int c = 1; c < kColGroups; ++c) tile_max = fmaxf(tile_max, sm.row_buf[c][row]);
-        // Lazy max: keep the running max unless the tile exceeds it by more than 2^8 (p <= 256 is
-        // exact enough in fp32 and bf16), so alpha is exactly 1 on most tiles and O is not rescaled.
-        // Every warp of the row group sees the same values, so they agree. (-inf - -inf is NaN:
-        // the comparison fails and an all-masked row stays at -inf.)
-        const float m_tile = fmaxf(m_run[mt][h], tile_max);
-        const float m_new = m_tile - m_run[mt][h] <= 8.f ? m_run[mt][h] : m_tile;
-        const float m_use = SafeMax(m_new);
-        const float alpha = FastExp2(m_run[mt][h] - m_use);
-        m_run[mt][h] = m_new;
+        // Every warp of the row group sees the same maxima, so they take the same lazy decision.
+        float alpha;
+        const float m_use = LazyMaxUpdate(m_run[mt][h], tile_max, alpha);
         alpha_r[mt][h] = alpha;
         float sum = 0.f;
 #pragma unroll

@@ -194,7 +194,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     WgmmaWait<0>();
     WgmmaPin(s);
     for (int t = 0; t < num_tiles; ++t) {
-      // ---- Scale and mask; online softmax (lazy max as in split_kernel.cuh): s becomes P in fp32.
+      // ---- Scale and mask; online softmax (LazyMaxUpdate): s becomes P in fp32.
       const unsigned vbits[2] = {sm.valid[t % kIdxRing][0], sm.valid[t % kIdxRing][1]};
       float alpha[2];
 #pragma unroll
@@ -214,11 +214,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
           }
         }
         mx = QuadMax(mx);
-        const float m_tile = fmaxf(m_run[h], mx);
-        const float m_new = m_tile - m_run[h] <= 8.f ? m_run[h] : m_tile;
-        const float m_use = SafeMax(m_new);
-        alpha[h] = FastExp2(m_run[h] - m_use);
-        m_run[h] = m_new;
+        const float m_use = LazyMaxUpdate(m_run[h], mx, alpha[h]);
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -267,7 +263,6 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float l = QuadSum(l_run[h]);
-      l_run[h] = l;
       if ((lane & 3) == 0) row_sums[row0 + 8 * h] = l;
     }
   } else {
