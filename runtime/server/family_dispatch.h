@@ -15,7 +15,7 @@ struct MlaVerifyFamily {
                    const kernels::MlaVerifyProblem&, const kernels::MlaVerifyBuffers&, CUstream);
 };
 
-// INVALID_ARGUMENT for a family that does not serve this schema.
+// UNIMPLEMENTED for a family that does not serve this schema.
 StatusOr<MlaVerifyFamily> FindMlaVerifyFamily(std::string_view family);
 
 }  // namespace kjit::server

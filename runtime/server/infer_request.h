@@ -1,5 +1,5 @@
-// ModelInfer request -> a fully validated launch description (no GPU work yet, except reading
-// small device-resident index pointers back to check them). Every tensor's bytes are located:
+// ModelInfer request -> a fully validated launch description (no GPU work: device-resident index
+// pointers are read back and checked by the launch, see cuda_copies below). Every tensor's bytes are located:
 // inline (raw_input_contents or typed contents), a system region, or a CUDA region, with
 // offset/size checked against the region (overflow-safe) and the region held by reference.
 #pragma once

@@ -4,22 +4,12 @@
 #include <set>
 
 #include "runtime/kernels/catalog.h"
+#include "runtime/nvrtc/compiler.h"
 #include "runtime/server/grpc_status.h"
 #include "runtime/server/log.h"
 
 namespace kjit::server {
 namespace {
-
-// A client's arch string reaches NVRTC's options: only sm_ + 2 or 3 digits + optional a/f suffix.
-Status CheckArch(const std::string& a) {
-  size_t digits = 0;
-  while (3 + digits < a.size() && a[3 + digits] >= '0' && a[3 + digits] <= '9') ++digits;
-  const size_t rest = a.size() - std::min(a.size(), 3 + digits);
-  const bool ok = a.rfind("sm_", 0) == 0 && digits >= 2 && digits <= 3 &&
-                  (rest == 0 || (rest == 1 && (a.back() == 'a' || a.back() == 'f')));
-  if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("arch '", a, "' is not sm_XX (e.g. sm_90, sm_90a, sm_120)"));
-}
 
 void FillKernels(const kernels::CompiledKernel& k, google::protobuf::RepeatedPtrField<v1::KernelResources>* out) {
   for (const auto& [expr, lowered] : k.lowered_names) {
@@ -96,7 +86,7 @@ grpc::Status KernelService::Compile(grpc::ServerContext*, const v1::CompileReque
   archs.erase(std::unique(archs.begin(), archs.end()), archs.end());
   if (archs.empty()) return ToGrpc(absl::InvalidArgumentError("no archs given and no GPU to take them from"));
   for (const auto& a : archs) {
-    if (Status s = CheckArch(a); !s.ok()) return ToGrpc(s);
+    if (Status s = nvrtc::ValidateArch(a); !s.ok()) return ToGrpc(s);
   }
   d_->compiler->GetAll(*specs, archs, [&](int done, int total, const kernels::CompiledKernel* k,
                                           const Status& s) {
@@ -124,7 +114,7 @@ grpc::Status KernelService::GetKernel(grpc::ServerContext*, const v1::GetKernelR
                                       v1::GetKernelResponse* resp) {
   auto specs = SelectSpecs(req->family(), {req->specialization()});
   if (!specs.ok()) return ToGrpc(specs.status());
-  if (Status s = CheckArch(req->arch()); !s.ok()) return ToGrpc(s);
+  if (Status s = nvrtc::ValidateArch(req->arch()); !s.ok()) return ToGrpc(s);
   auto k = d_->FindCompiled(req->family(), req->specialization(), req->arch());
   if (!k.ok()) {
     k = d_->compiler->Get(specs->front(), req->arch());
