@@ -11,25 +11,24 @@
 // Starts its own kjitd (default: next to this binary) on a temporary socket and a free TCP port,
 // with the environment's KJIT_CACHE_DIR. Reports p50 / p99 / mean of host wall time per call after a
 // warm-up. Target (PROTOCOL.md): ModelInfer p50 <= 40 us over the Unix socket on the H200 machine.
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "runtime/kernels/mla_verify_launch.h"
 #include "runtime/kernels/mla_verify_plan.h"
+#include "tests/e2e/daemon_process.h"
 #include "tests/e2e/e2e_client.h"
 
 namespace kjit::e2e {
@@ -106,30 +105,15 @@ int FreeTcpPort() {
 }
 
 StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, std::string* gpu) {
-  char tmpl[] = "/tmp/kjit-launch-bench-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp");
-  const std::string sock = std::string(tmpl) + "/kjitd.sock";
   const int port = FreeTcpPort();
   const std::string tcp = "127.0.0.1:" + std::to_string(port);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execl(kjitd.c_str(), kjitd.c_str(), "--socket", sock.c_str(), "--listen", tcp.c_str(), "--log-level", "warn",
-          static_cast<char*>(nullptr));
-    _exit(127);
+  std::vector<std::string> flags = {"--listen", tcp};
+  if (const char* cache = std::getenv("KJIT_CACHE_DIR"); cache != nullptr && *cache != '\0') {
+    flags.insert(flags.end(), {"--cache-dir", cache});  // the suite's warm cache
   }
-  struct Stop {
-    pid_t pid;
-    std::string dir;
-    ~Stop() {
-      kill(pid, SIGTERM);
-      waitpid(pid, nullptr, 0);
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } stop{pid, tmpl};
-  for (int i = 0; i < 3000 && !std::filesystem::exists(sock); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const kjit::testing::DaemonProcess daemon(flags, kjitd);  // stopped (SIGTERM) when Run returns
+  if (!daemon.ok()) return absl::UnavailableError("starting kjitd: " + daemon.error());
+  const std::string sock = daemon.socket();
   Client x;
   KJIT_RETURN_IF_ERROR(Connect(&x, "unix://" + sock, device));  // waits for startup, loads GetKernel cubins
   *gpu = x.info.name + " (" + x.info.arch + ")";

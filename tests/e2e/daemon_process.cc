@@ -14,7 +14,7 @@
 
 namespace kjit::testing {
 
-DaemonProcess::DaemonProcess(std::vector<std::string> extra_flags) {
+DaemonProcess::DaemonProcess(std::vector<std::string> extra_flags, std::string kjitd_path) {
   char tmpl[] = "/tmp/kjitd-test-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
     error_ = "mkdtemp failed";
@@ -22,7 +22,8 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_flags) {
   }
   dir_ = tmpl;
   socket_ = dir_ + "/run/kjitd.sock";  // run/ does not exist: the daemon creates it (0700)
-  std::vector<std::string> args = {KJITD_PATH, "--socket", socket_, "--cache-dir", dir_ + "/cache",
+  if (kjitd_path.empty()) kjitd_path = KJITD_PATH;
+  std::vector<std::string> args = {kjitd_path, "--socket", socket_, "--cache-dir", dir_ + "/cache",
                                    "--log-level", "warn"};
   args.insert(args.end(), extra_flags.begin(), extra_flags.end());
   pid_ = fork();

@@ -13,9 +13,10 @@ namespace kjit::testing {
 
 class DaemonProcess {
  public:
-  // Starts kjitd (path from the build) with extra flags; waits until health says SERVING.
-  // On failure, ok() is false and error() says why.
-  explicit DaemonProcess(std::vector<std::string> extra_flags = {});
+  // Starts kjitd (kjitd_path, or the build's kjitd when empty) with extra flags (a repeated flag's
+  // last value wins); waits until health says SERVING. On failure, ok() is false and error() says
+  // why.
+  explicit DaemonProcess(std::vector<std::string> extra_flags = {}, std::string kjitd_path = {});
   ~DaemonProcess();
 
   bool ok() const { return error_.empty(); }
