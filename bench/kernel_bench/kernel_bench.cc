@@ -1,4 +1,4 @@
-// kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile 0|1|2] [--only LABEL] [--define NAME=VALUE]
+// kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile 0|1|2|3] [--only LABEL] [--define NAME=VALUE]
 //              [--compile-only]
 // Roofline of the mla_verify kernel on the H200: KERNEL.md's seven shapes, a batch sweep (H8 D16
 // P16k each) and a prefix sweep (H8 D16, 1k..256k). Per row: model bytes and FLOPs, floor =
@@ -6,8 +6,8 @@
 // median time over >= 50 event-timed launches (split + combine + error-word reset) after warm-up,
 // eager (host enqueue per step) and replayed from a captured CUDA graph (what SGLang's graph runner sees),
 // inputs rotated past the L2. Sanity-checks small cases against the float64 reference first.
-// --tile forces the split kernel's tile (1: 16x32, 2: 32x16, the 99 KB tiles of sm_80/sm_120) on any
-// device, so the sm_120 designs can be timed on the H200.
+// --tile forces the split kernel's tile (1: 16x32, 2: 32x16, the 99 KB mma.sync tiles of
+// sm_80/sm_120; 3: the 64x64 mma.sync tile) on any device, so they can be timed on the H200.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
       opt.compile_only = true;
     } else {
       std::fprintf(stderr,
-                   "usage: kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile 0|1|2] [--only LABEL] "
+                   "usage: kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile 0|1|2|3] [--only LABEL] "
                    "[--define NAME=VALUE] [--compile-only]\n");
       return 2;
     }
