@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <queue>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -74,27 +73,6 @@ Status ValidateProblem(const MlaVerifyProblem& p) {
   return absl::OkStatus();
 }
 
-// Makespan (in KV-tile times) of one launch: the tree CTAs first (blockIdx.y == 0 is scheduled
-// first), then the prefix CTAs, each taken by the CTA slot that frees first, plus the workspace
-// traffic the combine pays for every extra split.
-double EstimateTiles(int slots, long ctas_per_split, long prefix_tiles, long tree_tiles, int splits,
-                     double state_tiles) {
-  constexpr double kFixed = 1.5;  // Q load + partial-state write, in tile times
-  const long per_split = (prefix_tiles + splits - 1) / splits;
-  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
-  for (int i = 0; i < slots; ++i) free_at.push(0.0);
-  double end = 0;
-  auto run = [&](double len) {
-    const double t = free_at.top() + len;
-    free_at.pop();
-    free_at.push(t);
-    end = std::max(end, t);
-  };
-  for (long i = 0; i < ctas_per_split; ++i) run(static_cast<double>(tree_tiles) + kFixed);
-  for (long i = 0; i < ctas_per_split * splits; ++i) run(static_cast<double>(per_split) + kFixed);
-  return end + state_tiles * (splits + 1);
-}
-
 double TileMicros(const MlaVerifyTile& tile) { return tile.tile_us; }
 
 int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const MlaVerifyTile& tile) {
@@ -118,7 +96,8 @@ int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const
   for (long s = 1; s <= max_splits; ++s) {
     const long per = (prefix_tiles + s - 1) / s;
     if (s > 1 && (prefix_tiles + per - 1) / per < s) continue;  // same chunks as a smaller s
-    const double t = EstimateTiles(sms, ctas_per_split, prefix_tiles, tree_tiles, static_cast<int>(s), state_tiles);
+    const double t = internal::MlaVerifyMakespanTiles(sms, ctas_per_split, prefix_tiles, tree_tiles,
+                                                      static_cast<int>(s), state_tiles);
     if (t < best_t * 0.999) {
       best_t = t;
       best = static_cast<int>(s);
@@ -128,6 +107,48 @@ int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const
 }
 
 }  // namespace
+
+namespace internal {
+
+// Greedy list scheduling of equal-length jobs has a closed form, so the plan (on every ModelInfer,
+// under the GPU's lock) costs O(log) per candidate split count instead of a heap simulation of
+// every CTA. Times are counted in half tiles (every length is an integer + kFixed = 1.5), so the
+// arithmetic is exact.
+double MlaVerifyMakespanTiles(int slots, long ctas_per_split, long prefix_tiles, long tree_tiles, int splits,
+                              double state_tiles) {
+  constexpr long kFixedHalves = 3;  // Q load + partial-state write: 1.5 tile times
+  const long s = std::max(1, slots);
+  const long a = 2 * tree_tiles + kFixedHalves;                                 // a tree CTA
+  const long b = 2 * ((prefix_tiles + splits - 1) / splits) + kFixedHalves;     // a prefix CTA
+  const long n1 = ctas_per_split, n2 = ctas_per_split * splits;
+  // Tree CTAs first, all slots free at 0: every slot runs q of them, r slots one more.
+  const long q = n1 / s, r = n1 % s;
+  long end = n1 > 0 ? (q + (r > 0 ? 1 : 0)) * a : 0;
+  if (n2 > 0) {
+    // Slots free at lo (s - r of them) and hi (r of them); prefix CTA k starts at the k-th smallest
+    // of {lo + j b} and {hi + j b} (each value once per slot): find the n2-th.
+    const long lo = q * a, hi = (q + 1) * a;
+    auto started_by = [&](long t) {  // CTAs that have started at or before time t
+      long c = t >= lo ? (s - r) * ((t - lo) / b + 1) : 0;
+      if (r > 0 && t >= hi) c += r * ((t - hi) / b + 1);
+      return c;
+    };
+    auto first_start = [&](long base) {  // smallest base + j b by which n2 CTAs have started
+      long lo_j = 0, hi_j = n2;
+      while (lo_j < hi_j) {
+        const long mid = (lo_j + hi_j) / 2;
+        if (started_by(base + mid * b) >= n2) hi_j = mid; else lo_j = mid + 1;
+      }
+      return base + lo_j * b;
+    };
+    long last = first_start(lo);
+    if (r > 0) last = std::min(last, first_start(hi));
+    end = std::max(end, last + b);
+  }
+  return static_cast<double>(end) / 2 + state_tiles * (splits + 1);
+}
+
+}  // namespace internal
 
 std::string MlaVerifySpecializationName(int num_heads, MaskKind mask, int force_tile) {
   std::string name = absl::StrCat("h", num_heads, mask == MaskKind::kPacked ? "_packed" : "_bool");

@@ -2,8 +2,13 @@
 // and the catalog entries of the mla_verify family. CPU only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
+#include <queue>
+#include <random>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "kernel_sources/mla_verify/traits.h"
 #include "runtime/kernels/catalog.h"
@@ -262,6 +267,40 @@ TEST(MlaVerifyPlanTest, ForcedTilesHaveTheirOwnSpecializationsAndGeometry) {
   EXPECT_EQ(PlanMlaVerify(p, H200()).status().code(), absl::StatusCode::kInvalidArgument);
   p.force_tile = -1;
   EXPECT_EQ(PlanMlaVerify(p, H200()).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The closed-form makespan against the heap simulation it replaced (every CTA taken by the slot
+// that frees first), on random launches: equal to the last bit (all lengths are half tiles).
+double SimulatedMakespan(int slots, long ctas_per_split, long prefix_tiles, long tree_tiles, int splits,
+                         double state_tiles) {
+  const long per_split = (prefix_tiles + splits - 1) / splits;
+  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+  for (int i = 0; i < slots; ++i) free_at.push(0.0);
+  double end = 0;
+  auto run = [&](double len) {
+    const double t = free_at.top() + len;
+    free_at.pop();
+    free_at.push(t);
+    end = std::max(end, t);
+  };
+  for (long i = 0; i < ctas_per_split; ++i) run(static_cast<double>(tree_tiles) + 1.5);
+  for (long i = 0; i < ctas_per_split * splits; ++i) run(static_cast<double>(per_split) + 1.5);
+  return end + state_tiles * (splits + 1);
+}
+
+TEST(MlaVerifyPlanTest, MakespanClosedFormEqualsTheSimulation) {
+  std::mt19937_64 rng(20261129);
+  auto pick = [&rng](long lo, long hi) { return lo + static_cast<long>(rng() % static_cast<uint64_t>(hi - lo + 1)); };
+  for (int i = 0; i < 3000; ++i) {
+    const int slots = static_cast<int>(pick(1, 400));
+    const long ctas = pick(1, 300), prefix_tiles = pick(1, 5000), tree_tiles = pick(0, 4);
+    const int splits = static_cast<int>(pick(1, 300));
+    const double state = static_cast<double>(pick(0, 40)) / 16;
+    const double want = SimulatedMakespan(slots, ctas, prefix_tiles, tree_tiles, splits, state);
+    const double got = internal::MlaVerifyMakespanTiles(slots, ctas, prefix_tiles, tree_tiles, splits, state);
+    ASSERT_EQ(got, want) << "slots " << slots << " ctas " << ctas << " prefix tiles " << prefix_tiles << " tree tiles "
+                         << tree_tiles << " splits " << splits;
+  }
 }
 
 }  // namespace
