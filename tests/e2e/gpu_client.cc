@@ -6,6 +6,7 @@
 #include "runtime/kernels/mla_verify_naive.h"
 #include "runtime/kernels/mla_verify_plan.h"
 #include "tests/e2e/channel.h"
+#include "tests/e2e/infer_requests.h"
 
 namespace kjit::e2e {
 namespace {
@@ -15,12 +16,6 @@ constexpr size_t kAlign = 256;
 template <typename T>
 size_t Bytes(const std::vector<T>& v) { return v.size() * sizeof(T); }
 
-void SetRegion(google::protobuf::Map<std::string, inference::InferParameter>* p, const std::string& region,
-               uint64_t offset, uint64_t bytes) {
-  (*p)["shared_memory_region"].set_string_param(region);
-  (*p)["shared_memory_offset"].set_int64_param(static_cast<int64_t>(offset));
-  (*p)["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(bytes));
-}
 
 }  // namespace
 
@@ -122,16 +117,16 @@ inference::ModelInferRequest InferRequest(const std::string& model, const refere
     if (inline_small && i >= 3) {
       r.add_raw_input_contents(std::string(static_cast<const char*>(l.input_host[i]), t.byte_size));
     } else {
-      SetRegion(in->mutable_parameters(), in_region, l.input_offsets[i], t.byte_size);
+      testing::SetRegion(in->mutable_parameters(), in_region, l.input_offsets[i], t.byte_size);
     }
   }
   auto* o = r.add_outputs();
   o->set_name("o");
-  if (!inline_small) SetRegion(o->mutable_parameters(), out_region, l.o_offset, l.o_bytes);
+  if (!inline_small) testing::SetRegion(o->mutable_parameters(), out_region, l.o_offset, l.o_bytes);
   if (c.problem.write_lse) {
     auto* lse = r.add_outputs();
     lse->set_name("lse");
-    if (!inline_small) SetRegion(lse->mutable_parameters(), out_region, l.lse_offset, l.lse_bytes);
+    if (!inline_small) testing::SetRegion(lse->mutable_parameters(), out_region, l.lse_offset, l.lse_bytes);
   }
   return r;
 }

@@ -51,6 +51,22 @@ inline Req ValidRequest(int64_t slots = 4) {
   return r;
 }
 
+// Points a tensor's parameters (an input's or an output's) at `bytes` bytes of a shared memory
+// region from `offset`.
+inline void SetRegion(google::protobuf::Map<std::string, inference::InferParameter>* p, const std::string& region,
+                      int64_t offset, int64_t bytes) {
+  (*p)["shared_memory_region"].set_string_param(region);
+  (*p)["shared_memory_offset"].set_int64_param(offset);
+  (*p)["shared_memory_byte_size"].set_int64_param(bytes);
+}
+
+// Input `input` of a request with one raw entry per input reads its bytes from a region instead;
+// its raw entry goes, so later inputs' entries move up: move the highest input first.
+inline void UseRegion(Req* r, int input, const std::string& region, int64_t offset, int64_t bytes) {
+  SetRegion(r->mutable_inputs(input)->mutable_parameters(), region, offset, bytes);
+  r->mutable_raw_input_contents()->DeleteSubrange(input, 1);
+}
+
 inline void DropInput(Req* r, int i) {
   r->mutable_inputs()->DeleteSubrange(i, 1);
   r->mutable_raw_input_contents()->DeleteSubrange(i, 1);
@@ -65,6 +81,16 @@ inline grpc::Status Infer(inference::GRPCInferenceService::Stub* stub, const Req
     EXPECT_EQ(resp.raw_output_contents_size(), 0) << "an error carries no outputs";
   }
   return s;
+}
+
+// Expects `code` and, when `what` is not empty, a message containing it.
+inline void ExpectInfer(inference::GRPCInferenceService::Stub* stub, const Req& r, grpc::StatusCode code,
+                        const std::string& what = "") {
+  const grpc::Status s = Infer(stub, r);
+  EXPECT_EQ(s.error_code(), code) << what << ": " << s.error_message();
+  if (!what.empty()) {
+    EXPECT_NE(s.error_message().find(what), std::string::npos) << s.error_message();
+  }
 }
 
 }  // namespace kjit::testing

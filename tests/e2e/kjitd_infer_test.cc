@@ -19,16 +19,10 @@ using grpc::StatusCode;
 
 class InferTest : public DaemonSuite {
  protected:
-  grpc::Status Infer(const Req& r) {
-    grpc::ClientContext ctx;
-    inference::ModelInferResponse resp;
-    return stub_->ModelInfer(&ctx, r, &resp);
-  }
+  grpc::Status Infer(const Req& r) { return testing::Infer(stub_.get(), r); }
   // Expects INVALID_ARGUMENT whose message names `tensor`.
   void ExpectBad(const Req& r, const std::string& tensor) {
-    const grpc::Status s = Infer(r);
-    EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_message();
-    EXPECT_NE(s.error_message().find("'" + tensor + "'"), std::string::npos) << s.error_message() << " (expected '" << tensor << "')";
+    ExpectInfer(stub_.get(), r, StatusCode::INVALID_ARGUMENT, "'" + tensor + "'");
   }
 };
 
@@ -133,41 +127,32 @@ TEST_F(InferTest, RegionsForTensors) {
     inference::SystemSharedMemoryRegisterResponse resp;
     ASSERT_TRUE(stub_->SystemSharedMemoryRegister(&ctx, reg, &resp).ok());
   }
-  // qo_indptr from the region at offset 256; raw slots then skip it.
-  auto use_region = [](Req* r, int input, int64_t offset, int64_t size, const std::string& region) {
-    auto& p = *r->mutable_inputs(input)->mutable_parameters();
-    p["shared_memory_region"].set_string_param(region);
-    p["shared_memory_byte_size"].set_int64_param(size);
-    p["shared_memory_offset"].set_int64_param(offset);
-    r->mutable_raw_input_contents()->DeleteSubrange(input, 1);
-  };
+  // qo_indptr (input 3) from a region; raw slots then skip it.
   const int32_t good[2] = {0, 2}, bad[2] = {0, 1};
   std::memcpy(static_cast<char*>(map) + 256, good, sizeof(good));
   std::memcpy(static_cast<char*>(map) + 512, bad, sizeof(bad));
   Req r = ValidRequest();
-  use_region(&r, 3, 256, 8, "host");
+  UseRegion(&r, 3, "host", 256, 8);
   EXPECT_EQ(Infer(r).error_code(), StatusCode::FAILED_PRECONDITION);
   r = ValidRequest();
-  use_region(&r, 3, 512, 8, "host");  // contents read from shared memory: ends at 1, N = 2
+  UseRegion(&r, 3, "host", 512, 8);  // contents read from shared memory: ends at 1, N = 2
   ExpectBad(r, "qo_indptr");
   r = ValidRequest();
-  use_region(&r, 3, 256, 8, "nowhere");
+  UseRegion(&r, 3, "nowhere", 256, 8);
   EXPECT_EQ(Infer(r).error_code(), StatusCode::NOT_FOUND);
   r = ValidRequest();
-  use_region(&r, 3, (1 << 16) - 4, 8, "host");  // crosses the end
+  UseRegion(&r, 3, "host", (1 << 16) - 4, 8);  // crosses the end
   EXPECT_EQ(Infer(r).error_code(), StatusCode::INVALID_ARGUMENT);
   r = ValidRequest();
-  use_region(&r, 3, std::numeric_limits<int64_t>::max() - 2, 8, "host");  // overflow
+  UseRegion(&r, 3, "host", std::numeric_limits<int64_t>::max() - 2, 8);  // overflow
   EXPECT_EQ(Infer(r).error_code(), StatusCode::INVALID_ARGUMENT);
   r = ValidRequest();
-  use_region(&r, 3, 256, 4, "host");  // byte size must match [2] INT32 exactly
+  UseRegion(&r, 3, "host", 256, 4);  // byte size must match [2] INT32 exactly
   ExpectBad(r, "qo_indptr");
   r = ValidRequest();  // an output capacity too small
-  auto& op = *r.mutable_outputs(0)->mutable_parameters();
-  op["shared_memory_region"].set_string_param("host");
-  op["shared_memory_byte_size"].set_int64_param(2 * 8 * 512 * 2 - 2);
+  SetRegion(r.mutable_outputs(0)->mutable_parameters(), "host", 0, 2 * 8 * 512 * 2 - 2);
   ExpectBad(r, "o");
-  op["shared_memory_byte_size"].set_int64_param(2 * 8 * 512 * 2);
+  SetRegion(r.mutable_outputs(0)->mutable_parameters(), "host", 0, 2 * 8 * 512 * 2);
   EXPECT_EQ(Infer(r).error_code(), StatusCode::FAILED_PRECONDITION);
 
   grpc::ClientContext ctx;

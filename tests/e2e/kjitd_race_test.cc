@@ -23,10 +23,7 @@ using grpc::StatusCode;
 // A ModelInfer whose qo_indptr lives in `region` (written at offset 0 of the test's shm object).
 Req RegionRequest(const std::string& region) {
   Req r = ValidRequest();
-  auto& p = *r.mutable_inputs(3)->mutable_parameters();
-  p["shared_memory_region"].set_string_param(region);
-  p["shared_memory_byte_size"].set_int64_param(8);
-  r.mutable_raw_input_contents()->DeleteSubrange(3, 1);
+  UseRegion(&r, 3, region, 0, 8);
   return r;
 }
 

@@ -16,34 +16,15 @@ namespace kjit::server {
 namespace {
 
 using kjit::testing::Req;
-using kjit::testing::AddInput;
 using kjit::testing::Bytes;
 
 // B = 1, D = 2, P = 3, H = 8, S = 4; qo_indptr, kv_indptr and mask_indptr from region "host" at
 // byte offsets 0, 64 and 128.
 Req RegionIndptrRequest() {
-  Req r;
-  r.set_model_name("mla_verify");
-  (*r.mutable_parameters())["sm_scale"].set_double_param(0.125);
-  AddInput(&r, "q", "BF16", {2, 8, 576}, std::string(2 * 8 * 576 * 2, '\0'));
-  AddInput(&r, "k_extend", "BF16", {2, 1, 576}, std::string(2 * 576 * 2, '\0'));
-  AddInput(&r, "kv_cache", "BF16", {4, 1, 576}, std::string(4 * 576 * 2, '\0'));
-  AddInput(&r, "kv_indices", "INT64", {3}, Bytes<int64_t>({1, 2, 3}));
-  AddInput(&r, "custom_mask", "BOOL", {10}, std::string(10, '\1'));
-  auto region_input = [&](const std::string& name, const std::string& dt, int64_t offset, int64_t size) {
-    auto* in = r.add_inputs();
-    in->set_name(name);
-    in->set_datatype(dt);
-    in->add_shape(2);
-    auto& p = *in->mutable_parameters();
-    p["shared_memory_region"].set_string_param("host");
-    p["shared_memory_offset"].set_int64_param(offset);
-    p["shared_memory_byte_size"].set_int64_param(size);
-  };
-  region_input("qo_indptr", "INT32", 0, 8);
-  region_input("kv_indptr", "INT32", 64, 8);
-  region_input("mask_indptr", "INT64", 128, 16);
-  r.add_outputs()->set_name("o");
+  Req r = kjit::testing::ValidRequest();
+  kjit::testing::UseRegion(&r, 7, "host", 128, 16);  // mask_indptr
+  kjit::testing::UseRegion(&r, 4, "host", 64, 8);    // kv_indptr
+  kjit::testing::UseRegion(&r, 3, "host", 0, 8);     // qo_indptr
   return r;
 }
 
