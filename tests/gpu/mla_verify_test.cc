@@ -110,7 +110,7 @@ TEST_P(MlaVerifyGpu, RandomShapesMatchTheFloat64Reference) {
 TEST_P(MlaVerifyGpu, EveryGoldenBundleMatchesItsStoredOutput) {
   int checked = 0;
   for (const reference::GoldenEntry& e : reference::GoldenCatalog()) {
-    const std::string path = reference::GoldenDir() + "/" + e.name + std::string(reference::kGoldenExtension);
+    const std::string path = reference::GoldenPath(reference::GoldenDir(), e.name);
     StatusOr<reference::GoldenBundle> g = reference::ReadGoldenFile(path);
     ASSERT_TRUE(g.ok()) << g.status() << " (set KJIT_GOLDEN_DIR)";
     StatusOr<RunResult> run = RunOnce(family(), g->c);

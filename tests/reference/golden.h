@@ -22,6 +22,11 @@ inline constexpr char kGoldenMagic[] = "KJITGOLD";  // 8 bytes on disk, no termi
 inline constexpr uint32_t kGoldenVersion = 1;
 inline constexpr std::string_view kGoldenExtension = ".kjg";
 
+// The file of bundle `name` in directory `dir`.
+inline std::string GoldenPath(const std::string& dir, std::string_view name) {
+  return dir + "/" + std::string(name) + std::string(kGoldenExtension);
+}
+
 struct GoldenBundle {
   std::string name;
   MlaCase c;

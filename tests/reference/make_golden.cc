@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   for (const auto& entry : kjit::reference::GoldenCatalog()) {
     const kjit::reference::MlaCase c = kjit::reference::MakeCase(entry.spec);
     const std::string bytes = kjit::reference::SerializeGolden(entry.name, c, kjit::reference::Reference(c));
-    const std::string path = dir + "/" + entry.name + std::string(kjit::reference::kGoldenExtension);
+    const std::string path = kjit::reference::GoldenPath(dir, entry.name);
     const kjit::Status s = kjit::reference::WriteFileAtomically(path, bytes);
     if (!s.ok()) {
       std::fprintf(stderr, "make_golden: %s\n", s.ToString().c_str());

@@ -104,9 +104,7 @@ TEST(GoldenFormat, CatalogCoversTheRequiredShapes) {
   EXPECT_TRUE(scattered && contiguous && chain && bushy && padded && packed && boolean && non_causal);
 }
 
-std::string GoldenPath(const std::string& name) {
-  return GoldenDir() + "/" + name + std::string(kGoldenExtension);
-}
+std::string GoldenPath(const std::string& name) { return reference::GoldenPath(GoldenDir(), name); }
 
 TEST(GoldenCommitted, DirectoryHoldsExactlyTheCatalog) {
   std::set<std::string> files, names;
