@@ -1,6 +1,6 @@
 #!/bin/bash
-# e2e_daemon.sh OUTDIR: kjitd and client processes on the GPU machine (run by run-suite.sh, which
-# gives OUTDIR; everything is printed to stdout, which the suite keeps in suite.log).
+# e2e_daemon.sh: kjitd and client processes on the GPU machine (run by run-suite.sh; everything is
+# printed to stdout, which the suite keeps in suite.log; the OUTDIR argument it passes is unused).
 #   1. start kjitd from the bundle on a temporary socket (the suite's KJIT_CACHE_DIR is warm by now)
 #   2. e2e_ipc_client sync and async: CUDA IPC regions, ModelInfer, bitwise equal to in-process
 #   3. a client killed with SIGKILL in the middle of launches: its regions and event are released,
@@ -10,26 +10,9 @@ set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=${KJIT_DEVPACK:-$root/.devpack}/bin
 dir=$(mktemp -d /tmp/kjit-e2e-XXXXXX)
-sock=$dir/kjitd.sock
-target=unix://$sock
 fail=0
-
-"$bin/kjitd" --socket "$sock" --log-level info >"$dir/kjitd.log" 2>&1 &
-daemon=$!
-for _ in $(seq 1 2400); do  # up to 240 s: a cold cache compiles the catalog first
-  grep -q "kjitd info: ready" "$dir/kjitd.log" 2>/dev/null && break
-  kill -0 $daemon 2>/dev/null || break
-  sleep 0.1
-done
-if ! grep -q "kjitd info: ready" "$dir/kjitd.log"; then
-  echo "FAIL: kjitd did not become ready"; cat "$dir/kjitd.log"; kill -9 $daemon 2>/dev/null; exit 1
-fi
-
-step() {  # step NAME COMMAND...
-  local name=$1; shift
-  echo "== $name: $*"
-  if "$@"; then echo "== $name: ok"; else echo "== $name: FAIL (rc $?)"; fail=1; fi
-}
+source "$root/tests/gpu/lib.sh"
+start_kjitd "$dir" || exit 1
 step sync "$bin/e2e_ipc_client" --target "$target" --mode sync
 step async "$bin/e2e_ipc_client" --target "$target" --mode async
 
@@ -49,14 +32,7 @@ if grep -q '^ready' "$dir/victim.out"; then
 else
   echo "FAIL: the victim client never got ready"; cat "$dir/victim.out"; kill -9 $victim 2>/dev/null; fail=1
 fi
-if ! kill -0 $daemon 2>/dev/null; then echo "FAIL: kjitd died"; fail=1; fi
-
-kill -TERM $daemon
-wait $daemon
-rc=$?
-[ $rc -eq 0 ] || { echo "FAIL: kjitd exited $rc after SIGTERM"; fail=1; }
-[ -e "$sock" ] && { echo "FAIL: socket left behind"; fail=1; }
-echo "== kjitd log"; cat "$dir/kjitd.log"
+stop_kjitd "$dir"
 rm -rf "$dir"
 [ $fail -eq 0 ] && echo "e2e_daemon: OK" || echo "e2e_daemon: FAIL"
 exit $fail

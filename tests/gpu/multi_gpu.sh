@@ -19,20 +19,9 @@ export NCCL_NVLS_ENABLE=0  # no NVLink multicast (the device machine's rule); kj
 ngpu=$(nvidia-smi -L | grep -c '^GPU')
 if [ "$ngpu" -lt 2 ]; then echo "multi_gpu: needs two GPUs, this machine has $ngpu"; exit 3; fi
 dir=$(mktemp -d /tmp/kjit-mgpu-XXXXXX)
-sock=$dir/kjitd.sock
-target=unix://$sock
 fail=0
-
-"$bin/kjitd" --socket "$sock" --log-level info >"$dir/kjitd.log" 2>&1 &
-daemon=$!
-for _ in $(seq 1 2400); do
-  grep -q "kjitd info: ready" "$dir/kjitd.log" 2>/dev/null && break
-  kill -0 $daemon 2>/dev/null || break
-  sleep 0.1
-done
-if ! grep -q "kjitd info: ready" "$dir/kjitd.log"; then
-  echo "FAIL: kjitd did not become ready"; cat "$dir/kjitd.log"; kill -9 $daemon 2>/dev/null; exit 1
-fi
+source "$root/tests/gpu/lib.sh"
+start_kjitd "$dir" || exit 1
 
 both() {  # both MODE: one client per GPU, concurrently
   local mode=$1 p0 p1 r0 r1
@@ -46,22 +35,12 @@ both() {  # both MODE: one client per GPU, concurrently
   cat "$dir/$mode.0" "$dir/$mode.1"
   if [ $r0 -eq 0 ] && [ $r1 -eq 0 ]; then echo "== $mode: ok"; else echo "== $mode: FAIL ($r0, $r1)"; fail=1; fi
 }
-step() {  # step NAME COMMAND...
-  local name=$1; shift
-  echo "== $name: $*"
-  if "$@"; then echo "== $name: ok"; else echo "== $name: FAIL (rc $?)"; fail=1; fi
-}
 both sync
 both async
 step cross "$bin/e2e_ipc_client" --target "$target" --mode cross --device 0 --other-device 1 --prefix cross
 step wrong-device env CUDA_VISIBLE_DEVICES=1 "$bin/e2e_ipc_client" --target "$target" --mode wrong-device \
   --device 0 --prefix wrongdev
-if ! kill -0 $daemon 2>/dev/null; then echo "FAIL: kjitd died"; fail=1; fi
-kill -TERM $daemon
-wait $daemon
-rc=$?
-[ $rc -eq 0 ] || { echo "FAIL: kjitd exited $rc after SIGTERM"; fail=1; }
-echo "== kjitd log"; cat "$dir/kjitd.log"
+stop_kjitd "$dir"
 
 echo "== kernel time per GPU: alone, then both at once"
 for g in 0 1; do
