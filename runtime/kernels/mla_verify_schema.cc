@@ -8,9 +8,6 @@
 namespace kjit::kernels {
 namespace {
 
-enum Slot { kQ, kKExtend, kKvCache, kQoIndptr, kKvIndptr, kKvIndices, kCustomMask, kPackedMask,
-            kMaskIndptr, kNumSlots };
-
 constexpr int kMaxDraft = 64;
 
 Status Bad(const std::string& tensor, const std::string& what) {
@@ -88,7 +85,7 @@ StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(const std::vector<TensorDesc>& i
   MlaVerifyLayout lay;
   for (size_t i = 0; i < inputs.size(); ++i) {
     int slot = -1;
-    for (int s = 0; s < kNumSlots; ++s) {
+    for (int s = 0; s < kNumMlaVerifyInputs; ++s) {
       if (inputs[i].name == kMlaVerifyInputs[s]) slot = s;
     }
     if (slot < 0) {
@@ -98,61 +95,61 @@ StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(const std::vector<TensorDesc>& i
     if (lay.input_slot[slot] >= 0) return Bad(inputs[i].name, "given twice");
     lay.input_slot[slot] = static_cast<int>(i);
   }
-  for (int s : {kQ, kKExtend, kKvCache, kQoIndptr, kKvIndptr, kKvIndices}) {
+  for (int s : {kInQ, kInKExtend, kInKvCache, kInQoIndptr, kInKvIndptr, kInKvIndices}) {
     if (lay.input_slot[s] < 0) return Bad(kMlaVerifyInputs[s], "required input missing");
   }
-  const bool bool_mask = lay.input_slot[kCustomMask] >= 0;
-  const bool packed_mask = lay.input_slot[kPackedMask] >= 0;
+  const bool bool_mask = lay.input_slot[kInCustomMask] >= 0;
+  const bool packed_mask = lay.input_slot[kInPackedMask] >= 0;
   if (bool_mask == packed_mask) {
     return Bad(bool_mask ? "custom_mask" : "custom_mask/packed_mask",
                "exactly one of custom_mask and packed_mask is required");
   }
-  if (bool_mask && lay.input_slot[kMaskIndptr] < 0) {
+  if (bool_mask && lay.input_slot[kInMaskIndptr] < 0) {
     return Bad("mask_indptr", "required with custom_mask");
   }
-  if (packed_mask && lay.input_slot[kMaskIndptr] >= 0) {
+  if (packed_mask && lay.input_slot[kInMaskIndptr] >= 0) {
     return Bad("mask_indptr", "only used with custom_mask (packed rows are implied by qo_indptr)");
   }
   auto in = [&](int s) -> const TensorDesc& { return inputs[lay.input_slot[s]]; };
 
-  const TensorDesc& q = in(kQ);
+  const TensorDesc& q = in(kInQ);
   KJIT_RETURN_IF_ERROR(CheckTensor(q, {"BF16"}, 3, true));
   KJIT_RETURN_IF_ERROR(Dim(q, 2, kMlaKDim, "latent 512 + rope 64"));
   const int64_t n = q.shape[0], h = q.shape[1];
   if (h < 1 || h > 1024) return Bad("q", absl::StrCat("head count ", h, " outside [1, 1024]"));
-  const TensorDesc& ke = in(kKExtend);
+  const TensorDesc& ke = in(kInKExtend);
   KJIT_RETURN_IF_ERROR(CheckTensor(ke, {"BF16"}, 3, true));
   KJIT_RETURN_IF_ERROR(Dim(ke, 0, n, "N from q"));
   KJIT_RETURN_IF_ERROR(Dim(ke, 1, 1, "one latent row per token"));
   KJIT_RETURN_IF_ERROR(Dim(ke, 2, kMlaKDim, "latent 512 + rope 64"));
-  const TensorDesc& kv = in(kKvCache);
+  const TensorDesc& kv = in(kInKvCache);
   KJIT_RETURN_IF_ERROR(CheckTensor(kv, {"BF16"}, 3, true));
   KJIT_RETURN_IF_ERROR(Dim(kv, 1, 1, "one latent row per slot"));
   KJIT_RETURN_IF_ERROR(Dim(kv, 2, kMlaKDim, "latent 512 + rope 64"));
-  const TensorDesc& qo = in(kQoIndptr);
+  const TensorDesc& qo = in(kInQoIndptr);
   KJIT_RETURN_IF_ERROR(CheckTensor(qo, {"INT32"}, 1, true));
   const int64_t b = qo.shape[0] - 1;
   if (b < 1 || b > std::numeric_limits<int>::max() - 1) {
     return Bad("qo_indptr", absl::StrCat("needs B+1 >= 2 entries, got ", qo.shape[0]));
   }
-  const TensorDesc& kvp = in(kKvIndptr);
+  const TensorDesc& kvp = in(kInKvIndptr);
   KJIT_RETURN_IF_ERROR(CheckTensor(kvp, {"INT32"}, 1, true));
   KJIT_RETURN_IF_ERROR(Dim(kvp, 0, b + 1, "B+1 from qo_indptr"));
-  const TensorDesc& kvi = in(kKvIndices);
+  const TensorDesc& kvi = in(kInKvIndices);
   KJIT_RETURN_IF_ERROR(CheckTensor(kvi, {"INT64"}, 1, true));
 
   MlaVerifyProblem p;
   if (bool_mask) {
-    KJIT_RETURN_IF_ERROR(CheckTensor(in(kCustomMask), {"BOOL", "UINT8"}, 1, true));
-    const TensorDesc& mi = in(kMaskIndptr);
+    KJIT_RETURN_IF_ERROR(CheckTensor(in(kInCustomMask), {"BOOL", "UINT8"}, 1, true));
+    const TensorDesc& mi = in(kInMaskIndptr);
     KJIT_RETURN_IF_ERROR(CheckTensor(mi, {"INT64"}, 1, true));
     KJIT_RETURN_IF_ERROR(Dim(mi, 0, b + 1, "B+1 from qo_indptr"));
     p.mask_kind = MaskKind::kBool;
-    p.mask_len = in(kCustomMask).shape[0];
+    p.mask_len = in(kInCustomMask).shape[0];
   } else {
-    KJIT_RETURN_IF_ERROR(CheckTensor(in(kPackedMask), {"UINT32"}, 1, true));
+    KJIT_RETURN_IF_ERROR(CheckTensor(in(kInPackedMask), {"UINT32"}, 1, true));
     p.mask_kind = MaskKind::kPacked;
-    p.mask_len = in(kPackedMask).shape[0];
+    p.mask_len = in(kInPackedMask).shape[0];
   }
 
   for (size_t i = 0; i < outputs.size(); ++i) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <string>
@@ -40,9 +41,16 @@ inline constexpr const char* kMlaVerifyInputs[] = {"q",          "k_extend",    
                                                    "qo_indptr",  "kv_indptr",   "kv_indices",
                                                    "custom_mask", "packed_mask", "mask_indptr"};
 
-// Which inputs a validated request carries, by schema position (index into kMlaVerifyInputs).
+// Schema positions: indices into kMlaVerifyInputs and MlaVerifyLayout::input_slot.
+enum MlaVerifyInput : int {
+  kInQ, kInKExtend, kInKvCache, kInQoIndptr, kInKvIndptr, kInKvIndices, kInCustomMask, kInPackedMask,
+  kInMaskIndptr, kNumMlaVerifyInputs
+};
+static_assert(std::size(kMlaVerifyInputs) == kNumMlaVerifyInputs, "one name per schema position");
+
+// Which inputs a validated request carries, by schema position.
 struct MlaVerifyLayout {
-  int input_slot[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};  // schema index -> request input index
+  int input_slot[kNumMlaVerifyInputs] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};  // -> request input index
   int o_output = -1;                                         // request output index of "o"
   int lse_output = -1;                                       // -1: not requested
 };

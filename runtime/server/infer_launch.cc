@@ -246,14 +246,14 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
                                        "staging the inputs"));
   }
   kernels::MlaVerifyBuffers b;
-  b.q = in_addr(0);
-  b.k_extend = in_addr(1);
-  b.kv_cache = in_addr(2);
-  b.qo_indptr = in_addr(3);
-  b.kv_indptr = in_addr(4);
-  b.kv_indices = in_addr(5);
-  b.mask = p->problem.mask_kind == kernels::MaskKind::kBool ? in_addr(6) : in_addr(7);
-  b.mask_indptr = in_addr(8);
+  b.q = in_addr(kernels::kInQ);
+  b.k_extend = in_addr(kernels::kInKExtend);
+  b.kv_cache = in_addr(kernels::kInKvCache);
+  b.qo_indptr = in_addr(kernels::kInQoIndptr);
+  b.kv_indptr = in_addr(kernels::kInKvIndptr);
+  b.kv_indices = in_addr(kernels::kInKvIndices);
+  b.mask = in_addr(p->problem.mask_kind == kernels::MaskKind::kBool ? kernels::kInCustomMask : kernels::kInPackedMask);
+  b.mask_indptr = in_addr(kernels::kInMaskIndptr);
   b.o = out_addr(p->layout.o_output);
   b.lse = out_addr(p->layout.lse_output);
   b.workspace = workspace;

@@ -18,7 +18,8 @@
 namespace kjit::server {
 
 // Positions in kernels::kMlaVerifyInputs of the index pointers the server reads on the host.
-inline constexpr int kSlotQoIndptr = 3, kSlotKvIndptr = 4, kSlotMaskIndptr = 8;
+inline constexpr int kSlotQoIndptr = kernels::kInQoIndptr, kSlotKvIndptr = kernels::kInKvIndptr,
+                     kSlotMaskIndptr = kernels::kInMaskIndptr;
 
 struct TensorSource {
   enum class Kind { kInline, kSystem, kCuda } kind = Kind::kInline;
