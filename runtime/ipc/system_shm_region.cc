@@ -1,4 +1,5 @@
 #include "runtime/ipc/system_shm_region.h"
+#include "runtime/driver/cuda_driver.h"
 
 #include <boost/interprocess/exceptions.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
@@ -25,7 +26,7 @@ StatusOr<std::unique_ptr<SystemShmRegion>> SystemShmRegion::Open(const std::stri
       return absl::InternalError(absl::StrCat("shared memory key '", key, "': cannot read its size"));
     }
     const uint64_t size = static_cast<uint64_t>(real);
-    if (offset > size || byte_size > size - offset) {
+    if (!driver::RangeInside(offset, byte_size, size)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "shared memory key '", key, "': offset ", offset, " + byte_size ", byte_size,
           " is outside the object's ", size, " bytes"));

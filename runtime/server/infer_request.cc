@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/numbers.h"
+#include "runtime/driver/cuda_driver.h"
 
 namespace kjit::server {
 namespace {
@@ -112,7 +113,7 @@ Status ParseShm(Daemon* d, const std::string& tensor,
   if (!region.ok()) return WithContext(region.status(), where());
   const uint64_t cap = (*region)->size(), off = static_cast<uint64_t>(offset),
                  n = static_cast<uint64_t>(size);
-  if (off > cap || n > cap - off) {
+  if (!driver::RangeInside(off, n, cap)) {
     return absl::InvalidArgumentError(absl::StrCat(where(), ": offset ", off, " + byte size ", n,
                                                    " is outside region '", name, "' (", cap, " bytes)"));
   }
