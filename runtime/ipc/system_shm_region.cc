@@ -1,8 +1,9 @@
 #include "runtime/ipc/system_shm_region.h"
-#include "runtime/driver/cuda_driver.h"
 
 #include <boost/interprocess/exceptions.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
+
+#include "runtime/driver/cuda_driver.h"
 
 namespace kjit::ipc {
 
