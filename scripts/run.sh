@@ -28,10 +28,11 @@ for ((i = 0; i < ${#args[@]}; i++)); do
     --socket=*) socket=${args[$i]#--socket=} ;;
   esac
 done
-if [ -z "$socket" ]; then
+if [ -z "$socket" ]; then  # PROTOCOL.md's default, passed explicitly so the path printed is the one used
   if [ -n "${XDG_RUNTIME_DIR:-}" ]; then socket=$XDG_RUNTIME_DIR/kjit/kjitd.sock
   elif [ -d /run/kjit ] && [ -w /run/kjit ]; then socket=/run/kjit/kjitd.sock
   else socket=/tmp/kjit-$(id -u)/kjitd.sock; fi
+  args+=(--socket "$socket")
 fi
 stubs=$build/proto/python
 py=python3  # Debian's python3-grpcio lives in the system interpreter, which may not be first in PATH
