@@ -1,9 +1,6 @@
 // ModelInfer against a real compile-only kjitd: every validation error comes back as its exact code
 // before the launch is attempted; a fully valid request gets FAILED_PRECONDITION (no GPU).
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <limits>
@@ -11,6 +8,7 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "tests/e2e/daemon_fixture.h"
 #include "tests/e2e/infer_requests.h"
+#include "tests/unit/shm_object.h"
 
 namespace kjit::testing {
 namespace {
@@ -110,13 +108,10 @@ TEST_F(InferTest, MessagesAboveFourMegabytesAreAccepted) {
 }
 
 TEST_F(InferTest, RegionsForTensors) {
-  const std::string key = "/kjit-infer-test-" + std::to_string(getpid());
-  const int fd = shm_open(key.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(ftruncate(fd, 1 << 16), 0);
-  void* map = mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ASSERT_NE(map, MAP_FAILED);
-  close(fd);
+  const testing::ShmObject shm(1 << 16);
+  ASSERT_NE(shm.map(), nullptr);
+  const std::string& key = shm.key();
+  uint8_t* map = shm.map();
   {
     grpc::ClientContext ctx;
     inference::SystemSharedMemoryRegisterRequest reg;
@@ -129,8 +124,8 @@ TEST_F(InferTest, RegionsForTensors) {
   }
   // qo_indptr (input 3) from a region; raw slots then skip it.
   const int32_t good[2] = {0, 2}, bad[2] = {0, 1};
-  std::memcpy(static_cast<char*>(map) + 256, good, sizeof(good));
-  std::memcpy(static_cast<char*>(map) + 512, bad, sizeof(bad));
+  std::memcpy(map + 256, good, sizeof(good));
+  std::memcpy(map + 512, bad, sizeof(bad));
   Req r = ValidRequest();
   UseRegion(&r, 3, "host", 256, 8);
   EXPECT_EQ(Infer(r).error_code(), StatusCode::FAILED_PRECONDITION);
@@ -158,8 +153,6 @@ TEST_F(InferTest, RegionsForTensors) {
   grpc::ClientContext ctx;
   inference::SystemSharedMemoryUnregisterResponse ur;
   stub_->SystemSharedMemoryUnregister(&ctx, {}, &ur);
-  munmap(map, 1 << 16);
-  shm_unlink(key.c_str());
 }
 
 TEST_F(InferTest, StatisticsCountFailures) {

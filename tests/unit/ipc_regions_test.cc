@@ -1,42 +1,18 @@
 // System shared memory windows (real POSIX objects) and the region registry: bounds with
 // overflow, name space, unregister semantics, sessions, references outliving an unregister.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <limits>
 
 #include "runtime/ipc/cuda_ipc.h"
 #include "runtime/ipc/region_registry.h"
+#include "tests/unit/shm_object.h"
 
 namespace kjit::ipc {
 namespace {
 
-class ShmObject {
- public:
-  explicit ShmObject(size_t size) : key_("/kjit-ipc-test-" + std::to_string(getpid()) + "-" + std::to_string(counter_++)) {
-    const int fd = shm_open(key_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    EXPECT_GE(fd, 0);
-    EXPECT_EQ(ftruncate(fd, size), 0);
-    map_ = static_cast<uint8_t*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-    size_ = size;
-    close(fd);
-  }
-  ~ShmObject() {
-    munmap(map_, size_);
-    shm_unlink(key_.c_str());
-  }
-  const std::string& key() const { return key_; }
-  uint8_t* map() const { return map_; }
-
- private:
-  static inline int counter_ = 0;
-  std::string key_;
-  uint8_t* map_ = nullptr;
-  size_t size_ = 0;
-};
+using testing::ShmObject;
 
 std::shared_ptr<Region> SystemRegion(const std::string& name, const ShmObject& obj, uint64_t off,
                                      uint64_t size, const std::string& session = "") {

@@ -1,16 +1,14 @@
 // ModelInfer request parsing and the index-pointer check on the host: the launch must stage the
 // bytes that were validated, never re-read the client's memory (a client rewriting its shared
 // memory between the check and the launch would otherwise hand the kernels unchecked offsets).
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <limits>
 
 #include "runtime/server/infer_request.h"
 #include "tests/e2e/infer_requests.h"
+#include "tests/unit/shm_object.h"
 
 namespace kjit::server {
 namespace {
@@ -31,38 +29,27 @@ Req RegionIndptrRequest() {
 class InferRequestTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    key_ = "/kjit-infer-request-test-" + std::to_string(getpid());
-    const int fd = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(ftruncate(fd, 4096), 0);
-    map_ = static_cast<uint8_t*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-    close(fd);
-    ASSERT_NE(map_, MAP_FAILED);
+    ASSERT_NE(shm_.map(), nullptr);
     Write<int32_t>(0, {0, 2});
     Write<int32_t>(64, {0, 3});
     Write<int64_t>(128, {0, 10});
-    auto shm = ipc::SystemShmRegion::Open(key_, 0, 4096);
+    auto shm = ipc::SystemShmRegion::Open(shm_.key(), 0, 4096);
     ASSERT_TRUE(shm.ok()) << shm.status();
     auto region = std::make_shared<ipc::Region>();
     region->name = "host";
     region->system = *std::move(shm);
     ASSERT_TRUE(d_.regions.AddRegion(std::move(region)).ok());
   }
-  void TearDown() override {
-    d_.regions.Clear();
-    if (map_ != nullptr && map_ != MAP_FAILED) munmap(map_, 4096);
-    shm_unlink(key_.c_str());
-  }
+  void TearDown() override { d_.regions.Clear(); }
   template <typename T>
   void Write(size_t offset, std::initializer_list<T> v) {
-    std::memcpy(map_ + offset, std::data(v), v.size() * sizeof(T));
+    std::memcpy(shm_.map() + offset, std::data(v), v.size() * sizeof(T));
   }
   const TensorSource& Source(const ParsedInfer& p, int slot) {
     return p.input_src[p.layout.input_slot[slot]];
   }
 
-  std::string key_;
-  uint8_t* map_ = nullptr;
+  testing::ShmObject shm_{4096};
   Daemon d_;
 };
 
