@@ -7,6 +7,7 @@ usage: test_kjitd.py --kjitd PATH --stubs DIR
 """
 import argparse
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -51,7 +52,10 @@ class Daemon:
     def stop(self):
         self.channel.close()
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
+        try:
+            return self.proc.wait(timeout=30)
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class KjitdTest(unittest.TestCase):
