@@ -77,6 +77,9 @@ class LoadedKernels : public KernelTable {
   std::map<std::string, CUfunction, std::less<>> functions_;  // "family/spec/name_expression"
 };
 
+// "sm_120a" -> {120, 'a'}, "sm_90" -> {90, 0}; number 0 when malformed.
+std::pair<int, char> ParseArch(std::string_view arch);
+
 // True when a cubin compiled for `arch` runs on a device of `device_arch` (exact match, or the
 // arch-specific variant of the device's own arch: sm_90a on sm_90).
 bool ArchRunsOn(std::string_view arch, std::string_view device_arch);

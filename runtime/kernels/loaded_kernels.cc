@@ -6,7 +6,14 @@
 namespace kjit::kernels {
 namespace {
 
-// "sm_120a" -> {120, 'a'}; number 0 when malformed.
+std::string FunctionKey(std::string_view family, std::string_view spec, std::string_view expr) {
+  return absl::StrCat(absl::string_view(family.data(), family.size()), "/",
+                      absl::string_view(spec.data(), spec.size()), "/",
+                      absl::string_view(expr.data(), expr.size()));
+}
+
+}  // namespace
+
 std::pair<int, char> ParseArch(std::string_view arch) {
   if (arch.substr(0, 3) != "sm_") return {0, 0};
   std::string_view digits = arch.substr(3);
@@ -20,14 +27,6 @@ std::pair<int, char> ParseArch(std::string_view arch) {
   if (ec != std::errc() || end != digits.data() + digits.size()) return {0, 0};
   return {n, suffix};
 }
-
-std::string FunctionKey(std::string_view family, std::string_view spec, std::string_view expr) {
-  return absl::StrCat(absl::string_view(family.data(), family.size()), "/",
-                      absl::string_view(spec.data(), spec.size()), "/",
-                      absl::string_view(expr.data(), expr.size()));
-}
-
-}  // namespace
 
 bool ArchRunsOn(std::string_view arch, std::string_view device_arch) {
   auto [n, suffix] = ParseArch(arch);

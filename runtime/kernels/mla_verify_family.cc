@@ -2,21 +2,15 @@
 
 #include "kernel_sources/mla_verify/traits.h"
 #include "runtime/kernels/catalog.h"
+#include "runtime/kernels/kernel_compiler.h"
 #include "runtime/kernels/mla_verify_plan.h"
 
 namespace kjit::kernels {
 
 namespace {
 
-// "sm_90", "sm_90a", "sm_120": compute capability major from the digits before the last one.
-int CcMajor(std::string_view arch) {
-  int digits = 0;
-  for (char c : arch.substr(arch.find('_') + 1)) {
-    if (c < '0' || c > '9') break;
-    digits = digits * 10 + (c - '0');
-  }
-  return digits / 10;
-}
+// "sm_90", "sm_90a", "sm_120": the compute capability major.
+int CcMajor(std::string_view arch) { return ParseArch(arch).first / 10; }
 
 std::vector<Specialization> Specs(int force_tile) {
   std::vector<Specialization> specs;

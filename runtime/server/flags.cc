@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_split.h"
+#include "runtime/nvrtc/compiler.h"
 
 namespace kjit::server {
 namespace {
@@ -74,8 +75,8 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
     if (arg == "--arch") {
       for (absl::string_view piece : absl::StrSplit(value, ',', absl::SkipEmpty())) {
         const std::string a(piece);
-        if (a.rfind("sm_", 0) != 0 || a.size() < 5) {
-          return absl::InvalidArgumentError(absl::StrCat("--arch: '", a, "' is not sm_XX"));
+        if (Status s = nvrtc::ValidateArch(a); !s.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat("--arch: ", s.message()));
         }
         f.archs.push_back(a);
       }
