@@ -148,10 +148,8 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
   KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer ws, driver::DeviceBuffer::Alloc(
                                                      std::max(plan.workspace_bytes, plan.error_word_offset + 4)));
   KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer o, driver::DeviceBuffer::Alloc(l.o_bytes));
-  kernels::MlaVerifyBuffers b;
-  auto at = [&](size_t i) { return a.in->base() + l.input_offsets[i]; };
-  b.q = at(0), b.k_extend = at(1), b.kv_cache = at(2), b.qo_indptr = at(3), b.kv_indptr = at(4);
-  b.kv_indices = at(5), b.mask = at(6), b.mask_indptr = at(7), b.o = o.get(), b.workspace = ws.get();
+  kernels::MlaVerifyBuffers b = InputBuffers(l, a.in->base());
+  b.o = o.get(), b.workspace = ws.get();
   auto in_process = [&]() -> Status {
     KJIT_RETURN_IF_ERROR(kernels::LaunchMlaVerify(*x.loaded, plan, l.problem, b, x.stream->get()));
     return x.stream->Synchronize();

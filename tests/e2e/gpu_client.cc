@@ -159,6 +159,21 @@ StatusOr<std::unique_ptr<kernels::LoadedKernels>> LoadKernelsFromDaemon(
   return kernels::LoadedKernels::Load(all, device);
 }
 
+kernels::MlaVerifyBuffers InputBuffers(const CaseLayout& l, CUdeviceptr in_base) {
+  auto at = [&](const char* name) -> CUdeviceptr {
+    for (size_t i = 0; i < l.inputs.size(); ++i) {
+      if (l.inputs[i].name == name) return in_base + l.input_offsets[i];
+    }
+    return 0;
+  };
+  kernels::MlaVerifyBuffers b;
+  b.q = at("q"), b.k_extend = at("k_extend"), b.kv_cache = at("kv_cache");
+  b.qo_indptr = at("qo_indptr"), b.kv_indptr = at("kv_indptr"), b.kv_indices = at("kv_indices");
+  b.mask = l.problem.mask_kind == kernels::MaskKind::kPacked ? at("packed_mask") : at("custom_mask");
+  b.mask_indptr = at("mask_indptr");
+  return b;
+}
+
 StatusOr<InProcessResult> RunInProcess(const std::string& family, const kernels::KernelTable& table,
                                        const driver::DeviceInfo& device, const CaseLayout& l,
                                        CUdeviceptr in_base, CUstream stream) {
@@ -174,17 +189,7 @@ StatusOr<InProcessResult> RunInProcess(const std::string& family, const kernels:
   KJIT_RETURN_IF_ERROR(ws.Fill(0xAB));
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   KJIT_RETURN_IF_ERROR(driver::Check(api->cuCtxSynchronize(), "poison sync"));
-  kernels::MlaVerifyBuffers b;
-  auto at = [&](const char* name) -> CUdeviceptr {
-    for (size_t i = 0; i < l.inputs.size(); ++i) {
-      if (l.inputs[i].name == name) return in_base + l.input_offsets[i];
-    }
-    return 0;
-  };
-  b.q = at("q"), b.k_extend = at("k_extend"), b.kv_cache = at("kv_cache");
-  b.qo_indptr = at("qo_indptr"), b.kv_indptr = at("kv_indptr"), b.kv_indices = at("kv_indices");
-  b.mask = l.problem.mask_kind == kernels::MaskKind::kPacked ? at("packed_mask") : at("custom_mask");
-  b.mask_indptr = at("mask_indptr");
+  kernels::MlaVerifyBuffers b = InputBuffers(l, in_base);
   b.o = o.get();
   b.lse = l.problem.write_lse ? lse.get() : 0;
   b.workspace = ws.get();

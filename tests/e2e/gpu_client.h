@@ -63,6 +63,9 @@ struct InProcessResult {
   std::vector<uint16_t> o;
   std::vector<float> lse;
 };
+// The input addresses of a case uploaded at in_base (o, lse and workspace left 0), found by name.
+kernels::MlaVerifyBuffers InputBuffers(const CaseLayout& l, CUdeviceptr in_base);
+
 StatusOr<InProcessResult> RunInProcess(const std::string& family, const kernels::KernelTable& kernels,
                                        const driver::DeviceInfo& device, const CaseLayout& l,
                                        CUdeviceptr in_base, CUstream stream);
