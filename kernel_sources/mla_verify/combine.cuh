@@ -8,6 +8,7 @@
 
 #include "common/bf16.cuh"
 #include "common/softmax.cuh"
+#include "common/sync.cuh"
 #include "mla_verify/params.h"
 #include "mla_verify/request.cuh"
 #include "mla_verify/traits.h"
@@ -23,7 +24,11 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   __shared__ float slice_m[kCombineSlices], slice_l[kCombineSlices];
   __shared__ float4 slice_acc[kCombineSlices - 1][2][kSliceThreads];
   const int row = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
+  // The indptrs are inputs, not the split kernel's results: read before waiting for that grid, so
+  // their latency overlaps its tail. Every CTA waits before it may exit, so this grid never
+  // completes before the split kernel's.
   const Request rq = LoadRequest(p, b);  // a bad request was reported by the split kernel
+  WaitForPrimaryGrid();
   if (!rq.ok || row >= rq.draft * kHeads) return;  // uniform over the CTA
 
   const int states = p.num_splits + 1;

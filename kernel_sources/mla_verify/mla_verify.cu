@@ -65,8 +65,7 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
 template <int kHeads>
 __global__ void __launch_bounds__(kCombineThreads)
     MlaVerifyCombine(const __grid_constant__ MlaVerifyParams p) {
-  WaitForPrimaryGrid();  // first, in every CTA: the grid never completes before the split kernel
-  CombineBody<kHeads>(p);
+  CombineBody<kHeads>(p);  // waits for the split kernel's grid (griddepcontrol.wait) in every CTA
 }
 
 }  // namespace mla

@@ -32,13 +32,31 @@ namespace mla {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
+// Copies the 64 rows of a 9-group tile at shared address `tile` (1024-aligned) with the 16-byte
+// cp.async of one warp per row: the calling warp takes rows first, first + step, ...; lane copies
+// chunks lane, lane + 32, lane + 64 (< 72) of the 1152-byte row, and chunk c lands in group c / 8 at
+// chunk (c % 8) ^ (row % 8). row_src(row, &ok) is the row's first byte, read only when ok.
+template <class RowSrc>
+__device__ __forceinline__ void CopyTileRows(unsigned tile, int first, int step, int lane, RowSrc&& row_src) {
+  constexpr unsigned kGroupBytes = WgmmaSmem::kGroupBytes;
+  const unsigned dst = tile + (lane >> 3) * kGroupBytes + ((lane & 7) << 4);
+#pragma unroll 4
+  for (int row = first; row < 64; row += step) {
+    bool ok;
+    const char* src = row_src(row, &ok) + lane * 16;
+    const unsigned d = (dst ^ ((row & 7) << 4)) + row * 128;
+    CpAsync16(d, src, ok);
+    CpAsync16(d + 4 * kGroupBytes, src + 512, ok);
+    if (lane < 8) CpAsync16(d + 8 * kGroupBytes, src + 1024, ok);  // chunks 64..71
+  }
+}
+
 template <int kHeads, bool kPackedMask>
 __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   using Cfg = ConfigWgmma;
   constexpr int kTile = Cfg::kKvTile;                 // 64
   constexpr int kRows = Cfg::kRows;                   // 64
   constexpr int kThreads = Cfg::kThreads;             // 256
-  constexpr int kChunks = kKDim * 2 / 16;             // 72 16-byte chunks per 1152-byte row
   constexpr unsigned kGroupBytes = WgmmaSmem::kGroupBytes;  // 64 rows x 128 bytes
   constexpr unsigned kAtomBytes = 1024;               // 8 rows x 128 bytes
   static_assert(kTile == 64 && kRows == 64, "one 64 x 64 S tile per warpgroup MMA chain");
@@ -94,38 +112,29 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     const unsigned bits = __ballot_sync(0xffffffffu, v >= 0);
     if ((i & 31) == 0) sm.valid[t % kIdxRing][i >> 5] = bits;
   };
-  // Warps [w0, w0 + nw) gather tile t: warp w takes rows w - w0, + nw, ...; lane copies chunks lane,
-  // lane + 32, lane + 64 (< 72) of the row; chunk c lands in group c / 8 at chunk (c % 8) ^ (row % 8).
   auto gather = [&](int t, int w0, int nw) {
     const long long* idx = sm.idx[t % kIdxRing];
-    const unsigned dst = SmemAddr(sm.kv[t % 2]) + (lane >> 3) * kGroupBytes + ((lane & 7) << 4);
-    const char* base = reinterpret_cast<const char*>(kv_rows.base) + lane * 16;
-#pragma unroll 4
-    for (int row = warp - w0; row < kTile; row += nw) {
+    const char* base = reinterpret_cast<const char*>(kv_rows.base);
+    CopyTileRows(SmemAddr(sm.kv[t % 2]), warp - w0, nw, lane, [&](int row, bool* ok) {
       const long long s = idx[row];
-      const char* src = base + (s < 0 ? 0 : s) * kv_rows.stride * 2;
-      const unsigned d = (dst ^ ((row & 7) << 4)) + row * 128;
-      CpAsync16(d, src, s >= 0);
-      CpAsync16(d + 4 * kGroupBytes, src + 512, s >= 0);
-      if (lane < kChunks - 64) CpAsync16(d + 8 * kGroupBytes, src + 1024, s >= 0);
-    }
+      *ok = s >= 0;
+      return base + (s < 0 ? 0 : s) * kv_rows.stride * 2;
+    });
   };
 
-  // ---- Prologue: indices of tiles 0 and 1; Q and tile 0 by every warp, tile 1 by warpgroup 1.
+  // ---- Prologue: Q by every warp (it needs no indices, so it is in flight while they are read);
+  // the indices of tiles 0 and 1; tile 0 by every warp, tile 1 by warpgroup 1.
+  CopyTileRows(q_addr, warp, kThreads / 32, lane, [&](int row, bool* ok) {
+    const int rg = m0 + row;
+    *ok = rg < rows_b;
+    const long long tok = *ok ? rg / kHeads : 0;
+    return reinterpret_cast<const char*>(p.q + (rq.q0 + tok) * p.q_stride_n + (rg % kHeads) * p.q_stride_h);
+  });
   if (tid < kTile) {
     stage(0, tid, load_raw(0, tid));
     stage(1, tid, num_tiles > 1 ? load_raw(1, tid) : kPastEnd);
   }
   __syncthreads();
-#pragma unroll
-  for (int it = 0; it < kRows * kChunks / kThreads; ++it) {
-    const int j = it * kThreads + tid, row = j / kChunks, c = j % kChunks;
-    const int rg = m0 + row;
-    const bool ok = rg < rows_b;
-    const long long tok = ok ? rg / kHeads : 0;
-    const unsigned short* src = p.q + (rq.q0 + tok) * p.q_stride_n + (rg % kHeads) * p.q_stride_h + c * 8;
-    CpAsync16(q_addr + (c >> 3) * kGroupBytes + row * 128 + (((c & 7) ^ (row & 7)) << 4), src, ok);
-  }
   gather(0, 0, kThreads / 32);
   CpAsyncCommit();
   if (wg == 1) {
@@ -295,23 +304,32 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   __syncthreads();  // row sums visible; every wgmma has completed (KV stages free for staging O)
 
   // ---- Normalized partial O through shared memory (stage 0, rows of 1 KB with 16-byte chunks
-  // XOR-swizzled by row % 8), then written with coalesced 16-byte stores; LSE from warpgroup 0.
+  // XOR-swizzled by row % 8; stmatrix writes 16 rows x 16 columns at a time), then written with
+  // coalesced 16-byte stores; LSE from warpgroup 0.
   const float v_scale = tree ? 1.f : p.v_scale;
   unsigned char* stage_o = reinterpret_cast<unsigned char*>(sm.kv[0]);
+  float inv[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 8 * h;
     const float l = row_sums[row];
-    const float inv = l > 0.f ? v_scale / l : 0.f;
-    unsigned char* dst = stage_o + row * 1024 + (lane & 3) * 4;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int chunk = 32 * wg + j;
-      *reinterpret_cast<unsigned*>(dst + ((chunk ^ (row & 7)) << 4)) =
-          PackBf16x2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
-    }
+    inv[h] = l > 0.f ? v_scale / l : 0.f;
     if (wg == 0 && (lane & 3) == 0 && m0 + row < rows_b)
       part_lse[m0 + row] = l > 0.f ? m_run[h] + __log2f(l) : NegInf();
+  }
+  {
+    // Thread t addresses row t % 8 of matrix t / 8: matrices (j, rows +0), (j, +8), (j + 1, +0), (j + 1, +8).
+    const int mi = lane >> 3, srow = 16 * wq + 8 * (mi & 1) + (lane & 7);
+    const unsigned srow_addr = SmemAddr(stage_o) + srow * 1024;
+    const int chunk0 = 32 * wg + (mi >> 1);
+#pragma unroll
+    for (int j = 0; j < 32; j += 2) {
+      StMatrixX4(srow_addr + (((chunk0 + j) ^ (lane & 7)) << 4),
+                 PackBf16x2(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]),
+                 PackBf16x2(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]),
+                 PackBf16x2(o[4 * j + 4] * inv[0], o[4 * j + 5] * inv[0]),
+                 PackBf16x2(o[4 * j + 6] * inv[1], o[4 * j + 7] * inv[1]));
+    }
   }
   __syncthreads();
   const int rows = rows_b - m0 < kRows ? rows_b - m0 : kRows;
