@@ -106,15 +106,6 @@ __device__ __forceinline__ void WgmmaM64N256K16Nt(float (&d)[128], unsigned long
       : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
 }
 
-// Stores four 8 x 8 bf16 matrices from mma-layout fragments: register i of every thread holds row
-// lane / 4, columns 2 * (lane % 4) + {0, 1} of matrix i; thread t gives the shared address of row
-// t % 8 of matrix t / 8 (16-byte aligned).
-__device__ __forceinline__ void StMatrixX4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
-               "r"(r2), "r"(r3)
-               : "memory");
-}
-
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 }  // namespace kjit

@@ -304,32 +304,23 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   __syncthreads();  // row sums visible; every wgmma has completed (KV stages free for staging O)
 
   // ---- Normalized partial O through shared memory (stage 0, rows of 1 KB with 16-byte chunks
-  // XOR-swizzled by row % 8; stmatrix writes 16 rows x 16 columns at a time), then written with
-  // coalesced 16-byte stores; LSE from warpgroup 0.
+  // XOR-swizzled by row % 8), then written with coalesced 16-byte stores; LSE from warpgroup 0.
   const float v_scale = tree ? 1.f : p.v_scale;
   unsigned char* stage_o = reinterpret_cast<unsigned char*>(sm.kv[0]);
-  float inv[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 8 * h;
     const float l = row_sums[row];
-    inv[h] = l > 0.f ? v_scale / l : 0.f;
+    const float inv = l > 0.f ? v_scale / l : 0.f;
+    unsigned char* dst = stage_o + row * 1024 + (lane & 3) * 4;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int chunk = 32 * wg + j;
+      *reinterpret_cast<unsigned*>(dst + ((chunk ^ (row & 7)) << 4)) =
+          PackBf16x2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+    }
     if (wg == 0 && (lane & 3) == 0 && m0 + row < rows_b)
       part_lse[m0 + row] = l > 0.f ? m_run[h] + __log2f(l) : NegInf();
-  }
-  {
-    // Thread t addresses row t % 8 of matrix t / 8: matrices (j, rows +0), (j, +8), (j + 1, +0), (j + 1, +8).
-    const int mi = lane >> 3, srow = 16 * wq + 8 * (mi & 1) + (lane & 7);
-    const unsigned srow_addr = SmemAddr(stage_o) + srow * 1024;
-    const int chunk0 = 32 * wg + (mi >> 1);
-#pragma unroll
-    for (int j = 0; j < 32; j += 2) {
-      StMatrixX4(srow_addr + (((chunk0 + j) ^ (lane & 7)) << 4),
-                 PackBf16x2(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]),
-                 PackBf16x2(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]),
-                 PackBf16x2(o[4 * j + 4] * inv[0], o[4 * j + 5] * inv[0]),
-                 PackBf16x2(o[4 * j + 6] * inv[1], o[4 * j + 7] * inv[1]));
-    }
   }
   __syncthreads();
   const int rows = rows_b - m0 < kRows ? rows_b - m0 : kRows;
