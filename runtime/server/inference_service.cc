@@ -19,8 +19,7 @@ inference::DataType ConfigType(const std::string& dt) {
 
 }  // namespace
 
-grpc::Status InferenceService::ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
-                                          inference::ServerLiveResponse* resp) {
+grpc::Status InferenceService::Live(const inference::ServerLiveRequest&, inference::ServerLiveResponse* resp) {
   resp->set_live(true);
   return grpc::Status::OK;
 }

@@ -1,5 +1,7 @@
 // inference.GRPCInferenceService (PROTOCOL.md): health and metadata (inference_service.cc),
 // shared memory (shm_service.cc), ModelInfer (model_infer.cc). Unlisted methods: UNIMPLEMENTED.
+// ServerLive and ModelInfer are asynchronous methods, answered by fast_path.h's threads through
+// Live() and Infer(); the others are synchronous.
 #pragma once
 
 #include "inference/grpc_service.grpc.pb.h"
@@ -7,12 +9,17 @@
 
 namespace kjit::server {
 
-class InferenceService final : public inference::GRPCInferenceService::Service {
+using InferenceServiceBase = inference::GRPCInferenceService::WithAsyncMethod_ServerLive<
+    inference::GRPCInferenceService::WithAsyncMethod_ModelInfer<inference::GRPCInferenceService::Service>>;
+
+class InferenceService final : public InferenceServiceBase {
  public:
   explicit InferenceService(Daemon* d) : d_(d) {}
 
-  grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
-                          inference::ServerLiveResponse*) override;
+  // The asynchronous methods' handlers.
+  grpc::Status Live(const inference::ServerLiveRequest& req, inference::ServerLiveResponse* resp);
+  grpc::Status Infer(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp);
+
   grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
                            inference::ServerReadyResponse*) override;
   grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest*,
@@ -46,9 +53,6 @@ class InferenceService final : public inference::GRPCInferenceService::Service {
   grpc::Status CudaSharedMemoryUnregister(grpc::ServerContext*,
                                           const inference::CudaSharedMemoryUnregisterRequest*,
                                           inference::CudaSharedMemoryUnregisterResponse*) override;
-
-  grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest*,
-                          inference::ModelInferResponse*) override;
 
  private:
   Daemon* d_;

@@ -9,7 +9,7 @@
 namespace kjit::server {
 namespace {
 
-Status Infer(Daemon* d, const inference::ModelInferRequest& req, inference::ModelInferResponse* resp,
+Status RunModelInfer(Daemon* d, const inference::ModelInferRequest& req, inference::ModelInferResponse* resp,
              const ModelSpec** model, uint64_t* compute_ns) {
   KJIT_ASSIGN_OR_RETURN(ParsedInfer p, ParseInferRequest(d, req));
   *model = p.model;
@@ -45,12 +45,11 @@ Status Infer(Daemon* d, const inference::ModelInferRequest& req, inference::Mode
 
 }  // namespace
 
-grpc::Status InferenceService::ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* req,
-                                          inference::ModelInferResponse* resp) {
+grpc::Status InferenceService::Infer(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelSpec* model = nullptr;
   uint64_t compute_ns = 0;
-  Status s = Infer(d_, *req, resp, &model, &compute_ns);
+  Status s = RunModelInfer(d_, req, resp, &model, &compute_ns);
   if (model != nullptr) {
     const uint64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::steady_clock::now() - t0).count();

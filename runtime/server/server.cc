@@ -2,7 +2,6 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -10,6 +9,8 @@
 #include <climits>
 #include <thread>
 
+#include "runtime/server/fast_path.h"
+#include "runtime/server/health_service.h"
 #include "runtime/server/inference_service.h"
 #include "runtime/server/kernel_service.h"
 #include "runtime/server/log.h"
@@ -30,14 +31,15 @@ Status RunDaemon(const Flags& flags) {
   SetLogLevel(flags.log_level);
   KJIT_RETURN_IF_ERROR(PrepareSocketPath(flags.socket));
 
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   InferenceService inference(&d);
   KernelService kernel(&d);
+  HealthService health;  // NOT_SERVING until the kernels are loaded
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(INT_MAX);
   builder.SetMaxSendMessageSize(INT_MAX);
-  // A spare poller is always waiting, so a request is picked up without waking a new thread.
+  // The synchronous methods' thread pool. MAX must stay above MIN: at MAX == MIN gRPC 1.51 starts a
+  // thread per call. (With fast_path's queues in the server these threads do not poll the socket.)
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 4);
   builder.AddListeningPort("unix://" + flags.socket, grpc::InsecureServerCredentials());
@@ -47,6 +49,10 @@ Status RunDaemon(const Flags& flags) {
   }
   builder.RegisterService(&inference);
   builder.RegisterService(&kernel);
+  builder.RegisterService(&health);
+  // One fast-path thread per GPU (ServerLive, ModelInfer), at least one.
+  const auto gpus = driver::Devices();
+  FastPath fast(&inference, &builder, gpus.ok() ? static_cast<int>(gpus->size()) : 1);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot listen on unix://", flags.socket,
@@ -56,30 +62,32 @@ Status RunDaemon(const Flags& flags) {
     server->Shutdown();
     return absl::UnavailableError(absl::StrCat("cannot listen on ", flags.listen));
   }
+  fast.Start();
   chmod(flags.socket.c_str(), 0660);
-  auto* health = server->GetHealthCheckService();
-  health->SetServingStatus(false);  // NOT_SERVING until the kernels are loaded
   Log(LogLevel::kInfo, absl::StrCat("listening on unix://", flags.socket,
                                     flags.listen.empty() ? "" : absl::StrCat(" and ", flags.listen)));
 
   // Startup (compile and load) happens while already answering health, so supervisors can watch.
   if (Status s = StartDaemon(&d); !s.ok()) {
+    health.Shutdown();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    fast.Shutdown();
     server->Wait();
     unlink(flags.socket.c_str());
     return s;
   }
-  health->SetServingStatus(true);
+  health.SetServing(true);
   Log(LogLevel::kInfo, absl::StrCat("ready: ", d.devices.size(), " GPU(s)",
                                     d.devices.empty() ? absl::StrCat(" (", d.compile_only_reason, ")") : ""));
 
   int sig = 0;
   sigwait(&stop, &sig);
   Log(LogLevel::kInfo, absl::StrCat("signal ", sig, ": stopping (finishing in-flight requests)"));
-  health->SetServingStatus(false);
+  health.Shutdown();  // NOT_SERVING, and every Watch ends
   d.ready = false;
   d.sessions.CancelAll();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  fast.Shutdown();
   server->Wait();
   d.regions.Clear();
   // Asynchronous launches may still be queued (one may wait on a client's event): they get a

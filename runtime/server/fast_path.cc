@@ -1,0 +1,114 @@
+#include "runtime/server/fast_path.h"
+
+#include <algorithm>
+
+namespace kjit::server {
+namespace {
+
+// One call in flight on a queue; the queue's tag is the call. Proceed runs on the queue's thread.
+class Call {
+ public:
+  virtual ~Call() = default;
+  virtual void Proceed(bool ok) = 0;
+};
+
+// A unary call: posted (waiting for a request), then answered, then deleted. A new call of the same
+// method is posted as soon as this one has its request, so the method always has one waiting.
+template <typename Request, typename Response, typename Method>
+class UnaryCall final : public Call {
+ public:
+  UnaryCall(InferenceService* service, grpc::ServerCompletionQueue* cq, Method method)
+      : service_(service), cq_(cq), method_(method), responder_(&ctx_) {
+    method_.Post(service_, &ctx_, &request_, &responder_, cq_, this);
+  }
+
+  void Proceed(bool ok) override {
+    if (answered_ || !ok) {  // answered, or the server is shutting down and never sent a request
+      delete this;
+      return;
+    }
+    new UnaryCall(service_, cq_, method_);
+    const grpc::Status status = method_.Handle(service_, request_, &response_);
+    answered_ = true;
+    responder_.Finish(response_, status, this);
+  }
+
+ private:
+  InferenceService* service_;
+  grpc::ServerCompletionQueue* cq_;
+  Method method_;
+  grpc::ServerContext ctx_;
+  Request request_;
+  Response response_;
+  grpc::ServerAsyncResponseWriter<Response> responder_;
+  bool answered_ = false;
+};
+
+struct LiveMethod {
+  void Post(InferenceService* s, grpc::ServerContext* ctx, inference::ServerLiveRequest* req,
+            grpc::ServerAsyncResponseWriter<inference::ServerLiveResponse>* w, grpc::ServerCompletionQueue* cq,
+            void* tag) {
+    s->RequestServerLive(ctx, req, w, cq, cq, tag);
+  }
+  grpc::Status Handle(InferenceService* s, const inference::ServerLiveRequest& req,
+                      inference::ServerLiveResponse* resp) {
+    return s->Live(req, resp);
+  }
+};
+
+struct InferMethod {
+  void Post(InferenceService* s, grpc::ServerContext* ctx, inference::ModelInferRequest* req,
+            grpc::ServerAsyncResponseWriter<inference::ModelInferResponse>* w, grpc::ServerCompletionQueue* cq,
+            void* tag) {
+    s->RequestModelInfer(ctx, req, w, cq, cq, tag);
+  }
+  grpc::Status Handle(InferenceService* s, const inference::ModelInferRequest& req,
+                      inference::ModelInferResponse* resp) {
+    return s->Infer(req, resp);
+  }
+};
+
+// Calls of each method posted per queue: a burst of clients finds one waiting without a re-post.
+constexpr int kPostedPerMethod = 2;
+
+}  // namespace
+
+FastPath::FastPath(InferenceService* service, grpc::ServerBuilder* builder, int threads) : service_(service) {
+  for (int i = 0; i < std::max(1, threads); ++i) queues_.push_back(builder->AddCompletionQueue());
+}
+
+FastPath::~FastPath() { Shutdown(); }
+
+void FastPath::Start() {
+  if (started_) return;
+  started_ = true;
+  for (auto& q : queues_) {
+    grpc::ServerCompletionQueue* cq = q.get();
+    for (int i = 0; i < kPostedPerMethod; ++i) {
+      new UnaryCall<inference::ServerLiveRequest, inference::ServerLiveResponse, LiveMethod>(service_, cq, {});
+      new UnaryCall<inference::ModelInferRequest, inference::ModelInferResponse, InferMethod>(service_, cq, {});
+    }
+    threads_.emplace_back([cq] {
+      void* tag = nullptr;
+      bool ok = false;
+      while (cq->Next(&tag, &ok)) static_cast<Call*>(tag)->Proceed(ok);
+    });
+  }
+}
+
+void FastPath::Shutdown() {
+  if (stopped_) return;
+  stopped_ = true;
+  for (auto& q : queues_) q->Shutdown();  // the threads drain what is left, then Next returns false
+  for (auto& t : threads_) t.join();
+  if (!started_) {  // never started: drain here
+    for (auto& q : queues_) {
+      void* tag = nullptr;
+      bool ok = false;
+      while (q->Next(&tag, &ok)) {
+      }
+    }
+  }
+}
+
+}  // namespace kjit::server

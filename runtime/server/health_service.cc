@@ -1,0 +1,66 @@
+#include "runtime/server/health_service.h"
+
+#include <chrono>
+#include <string>
+
+namespace kjit::server {
+namespace {
+
+using grpc::health::v1::HealthCheckResponse;
+
+bool KnownService(const std::string& name) {
+  return name.empty() || name == "inference.GRPCInferenceService" || name == "kjit.v1.KernelService";
+}
+
+}  // namespace
+
+void HealthService::SetServing(bool serving) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (serving_ == serving) return;
+  serving_ = serving;
+  ++version_;
+  changed_.notify_all();
+}
+
+void HealthService::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  shutdown_ = true;
+  serving_ = false;
+  ++version_;
+  changed_.notify_all();
+}
+
+grpc::Status HealthService::Check(grpc::ServerContext*, const grpc::health::v1::HealthCheckRequest* req,
+                                  HealthCheckResponse* resp) {
+  if (!KnownService(req->service()))
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service '" + req->service() + "'");
+  std::lock_guard<std::mutex> lock(mu_);
+  resp->set_status(serving_ ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING);
+  return grpc::Status::OK;
+}
+
+grpc::Status HealthService::Watch(grpc::ServerContext* ctx, const grpc::health::v1::HealthCheckRequest* req,
+                                  grpc::ServerWriter<HealthCheckResponse>* writer) {
+  const bool known = KnownService(req->service());
+  std::unique_lock<std::mutex> lock(mu_);
+  uint64_t sent = version_ - 1;  // anything but version_: the first status always goes out
+  while (!shutdown_ && !ctx->IsCancelled()) {
+    if (sent != version_) {
+      HealthCheckResponse resp;
+      resp.set_status(!known     ? HealthCheckResponse::SERVICE_UNKNOWN
+                      : serving_ ? HealthCheckResponse::SERVING
+                                 : HealthCheckResponse::NOT_SERVING);
+      sent = version_;
+      lock.unlock();
+      const bool ok = writer->Write(resp);
+      lock.lock();
+      if (!ok) break;  // the client went away
+    }
+    // A cancelled client wakes nobody: look again every 100 ms.
+    changed_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  if (shutdown_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "kjitd is stopping");
+  return grpc::Status::OK;
+}
+
+}  // namespace kjit::server
