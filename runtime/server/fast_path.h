@@ -5,8 +5,10 @@
 // service of health_service.h). Every other method stays synchronous.
 //
 // Nothing slow may run on these threads: a synchronous ModelInfer holds one for its launch and
-// stream sync (tens of us), an asynchronous one only for its enqueue. One thread per GPU keeps two
-// GPUs' launches from queueing behind each other.
+// stream sync (tens of us), an asynchronous one for its enqueue, except that index pointers in CUDA
+// regions are read back first, after the client's kjit_wait_event (its work recorded so far), which
+// holds the device's lock as before and now also this thread. Calls are not routed by GPU; one
+// thread per GPU lets two GPUs' launches run at the same time.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
