@@ -16,6 +16,18 @@
 namespace kjit {
 namespace mla {
 
+// The error word: the OR of the split kernel's CTA slots (after its grid has completed), by one CTA.
+__device__ __forceinline__ void PublishErrors(const MlaVerifyParams& p) {
+  __shared__ unsigned any;
+  if (threadIdx.x == 0) any = 0;
+  __syncthreads();
+  unsigned bits = 0;
+  for (int i = threadIdx.x; i < p.error_slot_count; i += blockDim.x) bits |= p.error_slots[i];
+  if (bits != 0) atomicOr(&any, bits);
+  __syncthreads();
+  if (threadIdx.x == 0) *p.error_word = any;
+}
+
 template <int kHeads>
 __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   constexpr int kSliceThreads = kCombineThreads / kCombineSlices;
@@ -29,6 +41,7 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   // completes before the split kernel's.
   const Request rq = LoadRequest(p, b);  // a bad request was reported by the split kernel
   WaitForPrimaryGrid();
+  if (row == 0 && b == 0) PublishErrors(p);
   if (!rq.ok || row >= rq.draft * kHeads) return;  // uniform over the CTA
 
   const int states = p.num_splits + 1;

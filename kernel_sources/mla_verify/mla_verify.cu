@@ -53,13 +53,16 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
   static_assert(kHeads == 8 || kHeads == 16 || kHeads == 32 || kHeads == 64 || kHeads == 128,
                 "heads per rank");
   AllowDependentLaunch();  // the combine's CTAs may occupy idle SMs; they wait for this grid
+  if (threadIdx.x == 0) CtaErrors() = 0;
+  __syncthreads();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (kSplitUsesWgmma<kTile>) {
-    WgmmaSplitKernelBody<kHeads, kMask == 1>(p);
-    return;
-  }
+  if constexpr (kSplitUsesWgmma<kTile>) WgmmaSplitKernelBody<kHeads, kMask == 1>(p);
 #endif
   if constexpr (!kSplitUsesWgmma<kTile>) SplitKernelBody<kHeads, kMask == 1, typename SplitTile<kTile>::type>(p);
+  __syncthreads();  // every RaiseError of this CTA (the bodies return early only CTA-uniformly)
+  if (threadIdx.x == 0)
+    p.error_slots[(static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x] =
+        CtaErrors();
 }
 
 template <int kHeads>

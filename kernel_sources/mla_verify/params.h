@@ -6,7 +6,9 @@ namespace kjit {
 namespace mla {
 
 // Workspace layout (offsets from MlaVerifyParams' pointers, all set by the host plan):
-//   error_word: one uint32 of MlaVerifyError bits, zeroed in-stream before the kernels
+//   error_word: one uint32 of MlaVerifyError bits: the OR of the error slots, written by the combine
+//   error_slots: [error_slot_count] uint32, one per split-kernel CTA (linear block index), each
+//               written by its CTA on every launch (so nothing needs zeroing in-stream)
 //   part_lse:   [batch][num_splits + 1][rows_cap] fp32, log2 units; -inf = empty state
 //   part_o:     [batch][num_splits + 1][rows_cap][512] bf16, normalized by the state's sum (half
 //               the bytes of fp32; the merge weights and sums stay fp32)
@@ -25,6 +27,7 @@ struct MlaVerifyParams {
   unsigned short* part_o;
   float* part_lse;
   unsigned* error_word;
+  unsigned* error_slots;
 
   long long num_q;
   long long num_slots;
@@ -38,6 +41,7 @@ struct MlaVerifyParams {
   int max_draft;
   int num_splits;  // prefix chunks; the workspace holds num_splits + 1 states per row
   int rows_cap;    // max_draft * H: rows of one request's states
+  int error_slot_count;  // the split kernel's CTAs
   int is_causal;
   float prefix_scale_log2;  // sm_scale * k_scale * log2(e)
   float tree_scale_log2;    // sm_scale * log2(e)

@@ -83,15 +83,22 @@ __device__ __forceinline__ void WriteEmptyState(float* part_lse, unsigned short*
   for (int i = tid; i < rows * (kVDim / 8); i += threads) dst[i] = make_uint4(0u, 0u, 0u, 0u);
 }
 
-__device__ __forceinline__ void RaiseError(const MlaVerifyParams& p, unsigned bits) {
-  atomicOr(p.error_word, bits);  // an OR of flags: the result does not depend on the order
+// The calling CTA's error bits, in shared memory: MlaVerifySplit zeroes them before the split body
+// and stores them to the CTA's error slot after it; the combine ORs the slots into the error word.
+__device__ __forceinline__ unsigned& CtaErrors() {
+  __shared__ unsigned errors;
+  return errors;
+}
+
+__device__ __forceinline__ void RaiseError(unsigned bits) {
+  atomicOr(&CtaErrors(), bits);  // an OR of flags: the result does not depend on the order
 }
 
 template <int kTile>
 __device__ __forceinline__ long long KvRows<kTile>::Validate(const MlaVerifyParams& p, long long raw) const {
   if (raw == kPastEnd) return -1;
   if (!tree && (raw < 0 || raw >= p.num_slots)) {
-    RaiseError(p, kErrKvIndexOutOfRange);
+    RaiseError(kErrKvIndexOutOfRange);
     return -1;
   }
   return raw;

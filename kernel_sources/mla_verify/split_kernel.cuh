@@ -38,7 +38,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
 
   const Request rq = LoadRequest(p, b);
   if (!rq.ok) {
-    if (tid == 0 && split == 0 && m_tile == 0) RaiseError(p, kErrBadIndptr);
+    if (tid == 0 && split == 0 && m_tile == 0) RaiseError(kErrBadIndptr);
     return;
   }
   const int rows_b = rq.draft * kHeads;
@@ -60,7 +60,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   TreeMask<kPackedMask> mask;
   if (tree) {
     mask.Init(p, b, rq);
-    if (!mask.ok && tid == 0) RaiseError(p, kErrBadIndptr);
+    if (!mask.ok && tid == 0) RaiseError(kErrBadIndptr);
   }
 
   // Source row of KV row i of tile t: a kv_cache slot (prefix) or a k_extend row (tree); -1 when

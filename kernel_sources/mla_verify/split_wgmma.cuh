@@ -61,8 +61,9 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   constexpr unsigned kAtomBytes = 1024;               // 8 rows x 128 bytes
   static_assert(kTile == 64 && kRows == 64, "one 64 x 64 S tile per warpgroup MMA chain");
 
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  // The plan requests sizeof(WgmmaSmem) + 1024 bytes: the swizzle atoms need 1024-byte alignment.
+  // The plan requests sizeof(WgmmaSmem) + 1024 bytes: the swizzle atoms need 1024-byte alignment,
+  // found here (declaring it would pad the CTA's static shared memory to 1024 bytes instead).
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   const unsigned raw_addr = SmemAddr(smem_raw);
   const unsigned pad = ((raw_addr + 1023u) & ~1023u) - raw_addr;
   WgmmaSmem& sm = *reinterpret_cast<WgmmaSmem*>(smem_raw + pad);
@@ -76,7 +77,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
 
   const Request rq = LoadRequest(p, b);
   if (!rq.ok) {
-    if (tid == 0 && split == 0 && m_tile == 0) RaiseError(p, kErrBadIndptr);
+    if (tid == 0 && split == 0 && m_tile == 0) RaiseError(kErrBadIndptr);
     return;
   }
   const int rows_b = rq.draft * kHeads;
@@ -98,7 +99,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   TreeMask<kPackedMask> mask;
   if (tree) {
     mask.Init(p, b, rq);
-    if (!mask.ok && tid == 0) RaiseError(p, kErrBadIndptr);
+    if (!mask.ok && tid == 0) RaiseError(kErrBadIndptr);
   }
 
   const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end);

@@ -83,9 +83,10 @@ struct ConfigWgmma {
 };
 
 // Shared memory of the sm_90a split kernel: 128-byte-swizzled groups of 64 rows x 64 bf16
-// (common/wgmma.cuh), 1024-byte aligned. Q and each KV stage are 9 groups (dims 0-63 ... 512-575);
-// P is one group (64 query rows x 64 KV rows).
-struct alignas(1024) WgmmaSmem {
+// (common/wgmma.cuh); the kernel places it at a 1024-byte boundary itself (every group offset is a
+// multiple of 8 KB). Q and each KV stage are 9 groups (dims 0-63 ... 512-575); P is one group (64
+// query rows x 64 KV rows).
+struct WgmmaSmem {
   static constexpr unsigned kGroupBytes = 64 * 128;
   unsigned short q[9 * 64 * 64];
   unsigned short kv[2][9 * 64 * 64];
@@ -94,7 +95,8 @@ struct alignas(1024) WgmmaSmem {
   long long idx[kIdxRing][64];        // source row per KV row of a staged tile; -1 = masked
   unsigned valid[kIdxRing][2];        // bit i of word w: KV row 32w + i of that tile is valid
 };
-// The kernel aligns its dynamic shared memory to 1024 bytes itself, so it asks for that much more.
+// The kernel aligns its dynamic shared memory to 1024 bytes itself, so it asks for that much more
+// (its static shared memory, the CTA's error word, comes first in the same 227 KB).
 constexpr int kWgmmaSmemBytes = static_cast<int>(sizeof(WgmmaSmem)) + 1024;
 static_assert(kWgmmaSmemBytes <= kSmemLimitLarge, "sm_90a tile exceeds 227 KB");
 

@@ -1,6 +1,7 @@
 #include "runtime/kernels/mla_verify_launch.h"
 
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "kernel_sources/mla_verify/params.h"
@@ -72,10 +73,16 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   KJIT_RETURN_IF_ERROR(CheckPtr(b.workspace, "workspace", 256));
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
 
-  // The error word is zeroed in-stream, so a graph replay starts clean too.
-  KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD32Async(b.workspace + plan.error_word_offset, 0, 1, stream),
-                                     "mla_verify: zero the error word"));
-  if (p.num_q == 0) return absl::OkStatus();
+  const size_t split_ctas = static_cast<size_t>(plan.main.grid[0]) * plan.main.grid[1] * plan.main.grid[2];
+  if (split_ctas > ws.error_slots) return Invalid("plan geometry does not match the problem; re-plan");
+  if (split_ctas > static_cast<size_t>(std::numeric_limits<int>::max()))
+    return Invalid(absl::StrCat("the split kernel's grid has ", split_ctas, " CTAs; use fewer requests per launch"));
+  // The combine writes the error word from the split CTAs' slots on every launch (so a graph replay
+  // reports its own errors); with no rows no kernel runs, and the word is zeroed in-stream instead.
+  if (p.num_q == 0) {
+    return driver::Check(api->cuMemsetD32Async(b.workspace + plan.error_word_offset, 0, 1, stream),
+                         "mla_verify: zero the error word");
+  }
 
   KJIT_RETURN_IF_ERROR(CheckPtr(b.q, "q", 16));
   KJIT_RETURN_IF_ERROR(CheckPtr(b.k_extend, "k_extend", 16));
@@ -110,6 +117,8 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   params.part_o = As<unsigned short>(b.workspace + ws.part_o_offset);
   params.part_lse = As<float>(b.workspace + ws.part_lse_offset);
   params.error_word = As<unsigned>(b.workspace + plan.error_word_offset);
+  params.error_slots = As<unsigned>(b.workspace + ws.error_slots_offset);
+  params.error_slot_count = static_cast<int>(split_ctas);
   params.num_q = p.num_q;
   params.num_slots = p.num_slots;
   params.num_kv_indices = p.num_kv_indices;

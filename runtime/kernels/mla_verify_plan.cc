@@ -190,14 +190,20 @@ MlaVerifyTile MlaVerifyTileFor(int cc_major, int force_tile) {
 MlaVerifyTile MlaVerifyTileFor(int cc_major) { return MlaVerifyTileFor(cc_major, mla::kTileArch); }
 
 StatusOr<MlaVerifyWorkspaceLayout> MlaVerifyWorkspace(const MlaVerifyProblem& p, int num_splits) {
-  size_t states = 0, rows = 0, lse_bytes = 0, o_bytes = 0;
+  size_t states = 0, rows = 0, lse_bytes = 0, o_bytes = 0, slots = 0;
   const size_t rows_cap = static_cast<size_t>(p.max_draft) * static_cast<size_t>(p.num_heads);
+  // One error slot per split-kernel CTA: m-tiles x states, counted with the smallest tile's 16 rows
+  // so that every tile's grid fits.
+  const size_t min_tile_rows = 16;
   if (!MulOk(static_cast<size_t>(p.batch), static_cast<size_t>(num_splits) + 1, &states) ||
       !MulOk(states, rows_cap, &rows) || !MulOk(rows, sizeof(float), &lse_bytes) ||
-      !MulOk(rows, static_cast<size_t>(kMlaVDim) * sizeof(uint16_t), &o_bytes))  // bf16 partial O
+      !MulOk(rows, static_cast<size_t>(kMlaVDim) * sizeof(uint16_t), &o_bytes) ||  // bf16 partial O
+      !MulOk(states, (rows_cap + min_tile_rows - 1) / min_tile_rows, &slots))
     return Invalid("workspace size overflows size_t");
   MlaVerifyWorkspaceLayout w;
-  w.part_lse_offset = kWorkspaceAlign;  // the error word lives at offset 0
+  w.error_slots_offset = kWorkspaceAlign;  // the error word lives at offset 0
+  w.error_slots = slots;
+  w.part_lse_offset = AlignUp(w.error_slots_offset + slots * sizeof(uint32_t), kWorkspaceAlign);
   w.part_o_offset = AlignUp(w.part_lse_offset + lse_bytes, kWorkspaceAlign);
   w.bytes = w.part_o_offset + o_bytes;
   return w;

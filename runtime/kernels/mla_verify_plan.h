@@ -52,6 +52,8 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
 
 // Workspace offsets of a plan (the launcher and tests use them).
 struct MlaVerifyWorkspaceLayout {
+  size_t error_slots_offset = 0;  // uint32 per split-kernel CTA
+  size_t error_slots = 0;         // slots there: enough for any tile's grid
   size_t part_lse_offset = 0;
   size_t part_o_offset = 0;
   size_t bytes = 0;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <functional>
 #include <queue>
 #include <random>
@@ -115,7 +116,10 @@ TEST(MlaVerifyPlanTest, TilePerArchFitsItsLimits) {
   // The kernel aligns its shared memory to 1024 bytes itself: the plan asks for the slack.
   EXPECT_EQ(hopper.smem_bytes, static_cast<int>(sizeof(mla::WgmmaSmem)) + 1024);
   EXPECT_LE(hopper.smem_bytes, 232448);
-  EXPECT_EQ(sizeof(mla::WgmmaSmem) % 1024, 0u);
+  // The swizzle atoms need 1024-byte alignment: every tile of the plan starts at a multiple of it.
+  EXPECT_EQ(offsetof(mla::WgmmaSmem, kv) % 1024, 0u);
+  EXPECT_EQ(offsetof(mla::WgmmaSmem, kv[1]) % 1024, 0u);
+  EXPECT_EQ(offsetof(mla::WgmmaSmem, p) % 1024, 0u);
   EXPECT_EQ(big.rows, mla::ConfigLarge::kRows);
   EXPECT_EQ(big.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigLarge>)));
   EXPECT_LE(big.smem_bytes, 232448);
@@ -147,7 +151,18 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   ASSERT_TRUE(ws.ok());
   const size_t states = size_t{3} * (plan->num_splits + 1) * rows;
   EXPECT_EQ(plan->workspace_bytes, ws->bytes);
-  EXPECT_GE(ws->part_lse_offset, plan->error_word_offset + 4);
+  // One error slot per split CTA, between the error word and the partial LSEs, for every tile.
+  EXPECT_GE(ws->error_slots_offset, plan->error_word_offset + 4);
+  EXPECT_GE(ws->part_lse_offset, ws->error_slots_offset + ws->error_slots * 4);
+  for (int tile = 0; tile < mla::kNumTileIds; ++tile) {
+    MlaVerifyProblem forced = p;
+    forced.force_tile = tile;
+    auto fplan = PlanMlaVerify(forced, H200());
+    ASSERT_TRUE(fplan.ok()) << tile;
+    auto fws = MlaVerifyWorkspace(forced, fplan->num_splits);
+    ASSERT_TRUE(fws.ok());
+    EXPECT_GE(fws->error_slots, size_t{fplan->main.grid[0]} * fplan->main.grid[1] * fplan->main.grid[2]) << tile;
+  }
   EXPECT_GE(ws->part_o_offset, ws->part_lse_offset + states * 4);
   EXPECT_EQ(ws->bytes, ws->part_o_offset + states * 512 * 2);  // bf16 partial O
   EXPECT_EQ(ws->part_o_offset % 256, 0u);
