@@ -73,8 +73,9 @@ struct KernelGeometry {
 };
 
 // A family's plan for one problem on one device: everything the caller must provide (workspace) and
-// everything the launcher needs, computed on the host from MlaVerifyProblem alone. The launcher
-// zeroes the error word in-stream, so a captured graph stays correct on replay.
+// everything the launcher needs, computed on the host from MlaVerifyProblem alone. Every launch
+// rewrites the error word in-stream (mla_verify: from per-CTA slots; the oracle: zeroed first), so a
+// captured graph stays correct on replay.
 struct MlaVerifyPlan {
   std::string family;          // "mla_verify" or "mla_verify_naive"
   std::string specialization;  // catalog specialization the launch uses

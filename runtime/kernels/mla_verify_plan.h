@@ -46,8 +46,9 @@ MlaVerifyTile MlaVerifyTileFor(int cc_major, int force_tile);
 // rows not overlapping), finite scales; FailedPrecondition when the device lacks the shared memory
 // the tile needs; force_tile in 0..3. Chooses NSPLIT from B, max_draft, max_prefix (a hint: 0 = unknown) and
 // dev.sm_count unless problem.force_num_splits > 0 (a makespan model of per-tile time, waves and
-// partial-state traffic; correctness never depends on max_prefix). Workspace: error word, then per
-// (request, split) the partial LSE (fp32) and O (bf16) of max_draft * H rows.
+// partial-state traffic; correctness never depends on max_prefix). Workspace: error word, one error
+// slot per split-kernel CTA, then per (request, split) the partial LSE (fp32) and O (bf16) of
+// max_draft * H rows.
 StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::DeviceInfo& dev);
 
 // Workspace offsets of a plan (the launcher and tests use them).
