@@ -12,14 +12,15 @@ class Call {
   virtual void Proceed(bool ok) = 0;
 };
 
-// A unary call: posted (waiting for a request), then answered, then deleted. A new call of the same
-// method is posted as soon as this one has its request, so the method always has one waiting.
-template <typename Request, typename Response, typename Method>
+// A unary call of one method: posted (waiting for a request), then answered, then deleted. A new
+// call of the same method is posted as soon as this one has its request, so the method always has
+// one waiting. kPost is the service's generated RequestX, kHandle its handler.
+template <typename Request, typename Response, auto kPost, auto kHandle>
 class UnaryCall final : public Call {
  public:
-  UnaryCall(InferenceService* service, grpc::ServerCompletionQueue* cq, Method method)
-      : service_(service), cq_(cq), method_(method), responder_(&ctx_) {
-    method_.Post(service_, &ctx_, &request_, &responder_, cq_, this);
+  UnaryCall(InferenceService* service, grpc::ServerCompletionQueue* cq)
+      : service_(service), cq_(cq), responder_(&ctx_) {
+    (service_->*kPost)(&ctx_, &request_, &responder_, cq_, cq_, this);
   }
 
   void Proceed(bool ok) override {
@@ -27,8 +28,8 @@ class UnaryCall final : public Call {
       delete this;
       return;
     }
-    new UnaryCall(service_, cq_, method_);
-    const grpc::Status status = method_.Handle(service_, request_, &response_);
+    new UnaryCall(service_, cq_);
+    const grpc::Status status = (service_->*kHandle)(request_, &response_);
     answered_ = true;
     responder_.Finish(response_, status, this);
   }
@@ -36,7 +37,6 @@ class UnaryCall final : public Call {
  private:
   InferenceService* service_;
   grpc::ServerCompletionQueue* cq_;
-  Method method_;
   grpc::ServerContext ctx_;
   Request request_;
   Response response_;
@@ -44,29 +44,10 @@ class UnaryCall final : public Call {
   bool answered_ = false;
 };
 
-struct LiveMethod {
-  void Post(InferenceService* s, grpc::ServerContext* ctx, inference::ServerLiveRequest* req,
-            grpc::ServerAsyncResponseWriter<inference::ServerLiveResponse>* w, grpc::ServerCompletionQueue* cq,
-            void* tag) {
-    s->RequestServerLive(ctx, req, w, cq, cq, tag);
-  }
-  grpc::Status Handle(InferenceService* s, const inference::ServerLiveRequest& req,
-                      inference::ServerLiveResponse* resp) {
-    return s->Live(req, resp);
-  }
-};
-
-struct InferMethod {
-  void Post(InferenceService* s, grpc::ServerContext* ctx, inference::ModelInferRequest* req,
-            grpc::ServerAsyncResponseWriter<inference::ModelInferResponse>* w, grpc::ServerCompletionQueue* cq,
-            void* tag) {
-    s->RequestModelInfer(ctx, req, w, cq, cq, tag);
-  }
-  grpc::Status Handle(InferenceService* s, const inference::ModelInferRequest& req,
-                      inference::ModelInferResponse* resp) {
-    return s->Infer(req, resp);
-  }
-};
+using LiveCall = UnaryCall<inference::ServerLiveRequest, inference::ServerLiveResponse,
+                           &InferenceService::RequestServerLive, &InferenceService::Live>;
+using InferCall = UnaryCall<inference::ModelInferRequest, inference::ModelInferResponse,
+                            &InferenceService::RequestModelInfer, &InferenceService::Infer>;
 
 // Calls of each method posted per queue: a burst of clients finds one waiting without a re-post.
 constexpr int kPostedPerMethod = 2;
@@ -85,8 +66,8 @@ void FastPath::Start() {
   for (auto& q : queues_) {
     grpc::ServerCompletionQueue* cq = q.get();
     for (int i = 0; i < kPostedPerMethod; ++i) {
-      new UnaryCall<inference::ServerLiveRequest, inference::ServerLiveResponse, LiveMethod>(service_, cq, {});
-      new UnaryCall<inference::ModelInferRequest, inference::ModelInferResponse, InferMethod>(service_, cq, {});
+      new LiveCall(service_, cq);
+      new InferCall(service_, cq);
     }
     threads_.emplace_back([cq] {
       void* tag = nullptr;
