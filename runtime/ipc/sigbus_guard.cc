@@ -3,6 +3,8 @@
 #include <setjmp.h>
 #include <signal.h>
 
+#include <pthread.h>
+
 #include <cstring>
 #include <mutex>
 
@@ -39,26 +41,53 @@ void Install() {
   sigaction(SIGBUS, &act, &g_previous);
 }
 
+void EnsureInstalled() {
+  static std::once_flag installed;
+  std::call_once(installed, Install);
+}
+
 // Kept out of line so that the copy's registers are not live across sigsetjmp's return.
 __attribute__((noinline)) void Copy(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
+__attribute__((noinline)) uint32_t Load32(const uint32_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+
+Status Truncated(const char* what) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " is no longer backed by its shared memory object (it was truncated after the "
+            "region was registered); unregister and register the region again"));
+}
 
 }  // namespace
 
+// The fault path of the guards below. sigsetjmp saves no signal mask (that would be a system call
+// per access): the handler leaves SIGBUS blocked in this thread when it jumps out, so unblock it.
+static Status Faulted(const char* what) {
+  t_jump = nullptr;
+  sigset_t bus;
+  sigemptyset(&bus);
+  sigaddset(&bus, SIGBUS);
+  pthread_sigmask(SIG_UNBLOCK, &bus, nullptr);
+  return Truncated(what);
+}
+
 Status GuardedCopy(void* dst, const void* src, size_t n, const char* what) {
-  static std::once_flag installed;
-  std::call_once(installed, Install);
+  EnsureInstalled();
   if (n == 0) return absl::OkStatus();
   sigjmp_buf jump;
-  if (sigsetjmp(jump, /*savemask=*/1) != 0) {
-    t_jump = nullptr;
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " is no longer backed by its shared memory object (it was truncated after the "
-              "region was registered); unregister and register the region again"));
-  }
+  if (sigsetjmp(jump, /*savemask=*/0) != 0) return Faulted(what);
   t_jump = &jump;
   Copy(dst, src, n);
   t_jump = nullptr;
   return absl::OkStatus();
+}
+
+StatusOr<uint32_t> GuardedLoad32(const uint32_t* word, const char* what) {
+  EnsureInstalled();
+  sigjmp_buf jump;
+  if (sigsetjmp(jump, /*savemask=*/0) != 0) return Faulted(what);
+  t_jump = &jump;
+  const uint32_t v = Load32(word);
+  t_jump = nullptr;
+  return v;
 }
 
 }  // namespace kjit::ipc

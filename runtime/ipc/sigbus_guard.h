@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "runtime/common/status.h"
 
@@ -13,5 +14,9 @@ namespace kjit::ipc {
 // saying that `what` is no longer backed by its shared memory object (dst may be partly written).
 // A SIGBUS raised anywhere else keeps the process's previous disposition.
 Status GuardedCopy(void* dst, const void* src, size_t n, const char* what);
+
+// An acquire load of a 32-bit word of a shared mapping, for polling: no system call unless the
+// load faults (then INVALID_ARGUMENT as GuardedCopy).
+StatusOr<uint32_t> GuardedLoad32(const uint32_t* word, const char* what);
 
 }  // namespace kjit::ipc

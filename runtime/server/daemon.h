@@ -13,6 +13,7 @@
 #include "runtime/kernels/kernel_compiler.h"
 #include "runtime/server/device_runtime.h"
 #include "runtime/server/flags.h"
+#include "runtime/server/ring_service.h"
 #include "runtime/server/sessions.h"
 
 namespace kjit::server {
@@ -24,6 +25,7 @@ struct Daemon {
   std::unique_ptr<cache::CubinCache> cache;
   std::unique_ptr<kernels::KernelCompiler> compiler;
   ipc::RegionRegistry regions;
+  RingTable rings{&regions};  // launch rings on system regions (declared after them: stopped first)
   SessionTable sessions;
   std::atomic<bool> ready{false};
   // Set when a launch left a CUDA context unusable (sticky error such as an illegal address): the

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "runtime/nvrtc/compiler.h"
 
@@ -29,13 +30,16 @@ std::string DirOf(const std::string& path) {
 
 std::string Usage() {
   return "usage: kjitd [--socket PATH] [--listen HOST:PORT] [--cache-dir DIR] [--arch sm_XX[,sm_YY]]\n"
-         "             [--log-level error|warn|info|debug] [--help]\n"
+         "             [--log-level error|warn|info|debug] [--ring-spin-us N] [--help]\n"
          "  --socket     Unix socket (default " + DefaultSocketPath() + ")\n"
          "  --listen     also serve TCP on HOST:PORT (e.g. 127.0.0.1:8001); off unless given\n"
          "  --cache-dir  cubin cache directory (default $KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit,\n"
          "               else ~/.cache/kjit; cap it with $KJIT_CACHE_MAX_BYTES)\n"
          "  --arch       extra archs to compile at startup besides the GPUs' own (e.g. sm_120,sm_90)\n"
          "  --log-level  default info\n"
+         "  --ring-spin-us  how long a launch ring's poller thread spins for the next request before\n"
+         "               it sleeps (default 200; a request that finds it asleep pays a futex wake-up;\n"
+         "               spinning holds a CPU core per ring)\n"
          "Without a CUDA driver or GPU kjitd runs compile-only: it fills the cache for --arch and\n"
          "answers ModelInfer with FAILED_PRECONDITION.\n";
 }
@@ -56,7 +60,7 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       continue;
     }
     if (arg != "--socket" && arg != "--listen" && arg != "--cache-dir" && arg != "--arch" &&
-        arg != "--log-level") {
+        arg != "--log-level" && arg != "--ring-spin-us") {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag '", argv[i], "'\n", Usage()));
     }
     if (!has_value) {
@@ -71,6 +75,14 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
         return absl::InvalidArgumentError(absl::StrCat("--log-level: unknown level '", value, "'"));
       }
       f.log_level = value;
+    }
+    if (arg == "--ring-spin-us") {
+      int64_t us = -1;
+      if (!absl::SimpleAtoi(value, &us) || us < 0 || us > 10'000'000) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--ring-spin-us: '", value, "' is not a whole number of microseconds in 0..10000000"));
+      }
+      f.ring_spin_us = us;
     }
     if (arg == "--arch") {
       for (absl::string_view piece : absl::StrSplit(value, ',', absl::SkipEmpty())) {

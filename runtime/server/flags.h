@@ -1,6 +1,7 @@
 // kjitd's command line.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@ struct Flags {
   std::string cache_dir;            // "" -> the cache's own default
   std::vector<std::string> archs;   // extra archs to compile at startup
   std::string log_level = "info";   // error, warn, info, debug
+  int64_t ring_spin_us = 200;       // how long a launch ring's poller spins after a request
   bool help = false;
 };
 

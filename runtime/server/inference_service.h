@@ -19,6 +19,8 @@ class InferenceService final : public InferenceServiceBase {
   // The asynchronous methods' handlers.
   grpc::Status Live(const inference::ServerLiveRequest& req, inference::ServerLiveResponse* resp);
   grpc::Status Infer(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp);
+  // ModelInfer's work, statistics included, for every transport (gRPC, launch rings).
+  Status Execute(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp);
 
   grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
                            inference::ServerReadyResponse*) override;

@@ -199,6 +199,19 @@ grpc::Status KernelService::UnregisterEvent(grpc::ServerContext*, const v1::Unre
   return grpc::Status::OK;
 }
 
+grpc::Status KernelService::OpenRing(grpc::ServerContext*, const v1::OpenRingRequest* req,
+                                     v1::OpenRingResponse* resp) {
+  auto capacity = d_->rings.Open(req->region());
+  if (!capacity.ok()) return ToGrpc(capacity.status());
+  resp->set_capacity(*capacity);
+  return grpc::Status::OK;
+}
+
+grpc::Status KernelService::CloseRing(grpc::ServerContext*, const v1::CloseRingRequest* req, v1::CloseRingResponse*) {
+  d_->rings.Close(req->region());
+  return grpc::Status::OK;
+}
+
 grpc::Status KernelService::OpenSession(
     grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>* stream) {
   const std::string id = d_->sessions.Open(ctx->peer(), ctx);

@@ -25,6 +25,8 @@ class KernelService final : public kjit::v1::KernelService::Service {
                              v1::RegisterEventResponse*) override;
   grpc::Status UnregisterEvent(grpc::ServerContext*, const v1::UnregisterEventRequest*,
                                v1::UnregisterEventResponse*) override;
+  grpc::Status OpenRing(grpc::ServerContext*, const v1::OpenRingRequest*, v1::OpenRingResponse*) override;
+  grpc::Status CloseRing(grpc::ServerContext*, const v1::CloseRingRequest*, v1::CloseRingResponse*) override;
   grpc::Status OpenSession(grpc::ServerContext*,
                            grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>*) override;
 

@@ -45,7 +45,7 @@ Status RunModelInfer(Daemon* d, const inference::ModelInferRequest& req, inferen
 
 }  // namespace
 
-grpc::Status InferenceService::Infer(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
+Status InferenceService::Execute(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelSpec* model = nullptr;
   uint64_t compute_ns = 0;
@@ -59,7 +59,11 @@ grpc::Status InferenceService::Infer(const inference::ModelInferRequest& req, in
     resp->Clear();
     if (LogEnabled(LogLevel::kDebug)) Log(LogLevel::kDebug, absl::StrCat("ModelInfer: ", s.ToString()));
   }
-  return ToGrpc(s);
+  return s;
+}
+
+grpc::Status InferenceService::Infer(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
+  return ToGrpc(Execute(req, resp));
 }
 
 }  // namespace kjit::server

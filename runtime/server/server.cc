@@ -35,6 +35,10 @@ Status RunDaemon(const Flags& flags) {
   InferenceService inference(&d);
   KernelService kernel(&d);
   HealthService health;  // NOT_SERVING until the kernels are loaded
+  d.rings.SetSpin(std::chrono::microseconds(flags.ring_spin_us));
+  d.rings.SetHandler([&inference](const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
+    return inference.Execute(req, resp);
+  });
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(INT_MAX);
   builder.SetMaxSendMessageSize(INT_MAX);
@@ -73,6 +77,7 @@ Status RunDaemon(const Flags& flags) {
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     fast.Shutdown();
     server->Wait();
+    d.rings.Clear();
     unlink(flags.socket.c_str());
     return s;
   }
@@ -89,6 +94,7 @@ Status RunDaemon(const Flags& flags) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   fast.Shutdown();
   server->Wait();
+  d.rings.Clear();
   d.regions.Clear();
   // Asynchronous launches may still be queued (one may wait on a client's event): they get a
   // bounded time to finish, so that their regions stay mapped while they run and the clients'

@@ -1,6 +1,7 @@
 // Test fixtures: one compile-only kjitd per test suite (started in SetUpTestSuite, stopped in
 // TearDownTestSuite) and a fresh inference stub per test; ShmDaemonSuite adds a 4 KiB POSIX shared
-// memory object per test and registers system shared memory regions on it.
+// memory object per test, registers and unregisters system shared memory regions, and has a
+// kjit.v1.KernelService stub.
 #pragma once
 
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "inference/grpc_service.grpc.pb.h"
+#include "kjit/v1/kernel_service.grpc.pb.h"
 #include "tests/e2e/daemon_process.h"
 
 namespace kjit::testing {
@@ -43,6 +45,7 @@ class ShmDaemonSuite : public DaemonSuite {
     shm_fd_ = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
     ASSERT_GE(shm_fd_, 0) << key_;
     ASSERT_EQ(ftruncate(shm_fd_, kShmBytes), 0);
+    kernels_ = kjit::v1::KernelService::NewStub(daemon_->Channel());
   }
   // Unlinks the object and unregisters every system region (also when SetUp failed part way).
   void TearDown() override {
@@ -67,8 +70,16 @@ class ShmDaemonSuite : public DaemonSuite {
     inference::SystemSharedMemoryRegisterResponse resp;
     return stub_->SystemSharedMemoryRegister(&ctx, req, &resp).error_code();
   }
+  grpc::StatusCode Unregister(const std::string& name) {
+    grpc::ClientContext ctx;
+    inference::SystemSharedMemoryUnregisterRequest req;
+    req.set_name(name);
+    inference::SystemSharedMemoryUnregisterResponse resp;
+    return stub_->SystemSharedMemoryUnregister(&ctx, req, &resp).error_code();
+  }
   std::string key_;
   int shm_fd_ = -1;  // open for the test's own writes
+  std::unique_ptr<kjit::v1::KernelService::Stub> kernels_;
 };
 
 }  // namespace kjit::testing

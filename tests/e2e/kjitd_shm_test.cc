@@ -21,18 +21,6 @@ using grpc::StatusCode;
 
 class ShmTest : public ShmDaemonSuite {
  protected:
-  void SetUp() override {
-    ShmDaemonSuite::SetUp();
-    if (HasFatalFailure()) return;
-    kernels_ = kjit::v1::KernelService::NewStub(daemon_->Channel());
-  }
-  StatusCode Unregister(const std::string& name) {
-    grpc::ClientContext ctx;
-    inference::SystemSharedMemoryUnregisterRequest req;
-    req.set_name(name);
-    inference::SystemSharedMemoryUnregisterResponse resp;
-    return stub_->SystemSharedMemoryUnregister(&ctx, req, &resp).error_code();
-  }
   StatusCode Status(const std::string& name, inference::SystemSharedMemoryStatusResponse* resp) {
     grpc::ClientContext ctx;
     inference::SystemSharedMemoryStatusRequest req;
@@ -44,8 +32,6 @@ class ShmTest : public ShmDaemonSuite {
     EXPECT_EQ(Status("", &resp), StatusCode::OK);
     return resp.regions_size();
   }
-
-  std::unique_ptr<kjit::v1::KernelService::Stub> kernels_;
 };
 
 TEST_F(ShmTest, RegisterStatusUnregister) {

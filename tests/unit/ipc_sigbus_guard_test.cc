@@ -39,7 +39,12 @@ TEST(SigbusGuard, TruncatedObjectIsAnErrorNotACrash) {
     EXPECT_NE(read.message().find("truncated"), std::string::npos) << read;
     const Status write = GuardedCopy(map + 4096, host.data(), 16, "region 'r'");
     EXPECT_EQ(write.code(), absl::StatusCode::kInvalidArgument) << write;
+    const auto word = GuardedLoad32(reinterpret_cast<const uint32_t*>(map + 2 * 4096), "the ring");
+    EXPECT_EQ(word.status().code(), absl::StatusCode::kInvalidArgument) << word.status();
   }
+  const auto first = GuardedLoad32(reinterpret_cast<const uint32_t*>(map), "the ring");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, 0x5a5a5a5au);
   // The first page is still backed.
   EXPECT_TRUE(GuardedCopy(back.data(), map, 4096, "region 'r'").ok());
   EXPECT_EQ(back[4095], 0x5a);

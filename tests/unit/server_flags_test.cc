@@ -21,13 +21,14 @@ StatusOr<Flags> Parse(std::vector<std::string> args) {
 
 TEST(Flags, ParsesEveryFlagInBothForms) {
   auto f = Parse({"--socket", "/tmp/x.sock", "--listen=127.0.0.1:8001", "--cache-dir", "/c",
-                  "--arch", "sm_120,sm_90", "--arch=sm_100", "--log-level", "debug"});
+                  "--arch", "sm_120,sm_90", "--arch=sm_100", "--log-level", "debug", "--ring-spin-us=5000"});
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->socket, "/tmp/x.sock");
   EXPECT_EQ(f->listen, "127.0.0.1:8001");
   EXPECT_EQ(f->cache_dir, "/c");
   EXPECT_EQ(f->archs, (std::vector<std::string>{"sm_120", "sm_90", "sm_100"}));
   EXPECT_EQ(f->log_level, "debug");
+  EXPECT_EQ(f->ring_spin_us, 5000);
   EXPECT_FALSE(f->help);
 }
 
@@ -41,6 +42,9 @@ TEST(Flags, DefaultsAndErrors) {
   EXPECT_EQ(Parse({"--socket"}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Parse({"--arch", "90"}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Parse({"--log-level", "loud"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(f->ring_spin_us, 200);
+  for (const char* bad : {"-1", "abc", "1.5", "10000001"})
+    EXPECT_EQ(Parse({"--ring-spin-us", bad}).status().code(), absl::StatusCode::kInvalidArgument) << bad;
 }
 
 TEST(Flags, DefaultSocketPathFollowsXdgRuntimeDir) {

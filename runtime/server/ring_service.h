@@ -1,0 +1,54 @@
+// Launch rings served by kjitd (ipc/launch_ring.h): a client turns a registered system shared memory
+// region into a ring with kjit.v1.KernelService/OpenRing, and a poller thread of the daemon runs the
+// ModelInfer requests it finds there through the same handler as the gRPC call. A ring lives until
+// CloseRing, until its region is unregistered (or released with its session), or until the daemon
+// stops; its poller holds the region's mapping meanwhile.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "inference/grpc_service.pb.h"
+#include "runtime/ipc/region_registry.h"
+
+namespace kjit::server {
+
+using InferHandler = std::function<Status(const inference::ModelInferRequest&, inference::ModelInferResponse*)>;
+
+class RingPoller;
+
+class RingTable {
+ public:
+  explicit RingTable(const ipc::RegionRegistry* regions);  // out of line: RingPoller is complete there
+  ~RingTable();
+  // The handler every ring's requests go to: set once, before the first Open.
+  void SetHandler(InferHandler handler) { handler_ = std::move(handler); }
+  // How long a poller spins after a request before it sleeps (rings opened later).
+  void SetSpin(std::chrono::microseconds spin) { spin_ = spin; }
+
+  // Starts a poller on the named region. NOT_FOUND for an unknown region; INVALID_ARGUMENT when it
+  // is CUDA memory or does not hold a valid ring header (ipc::RingClient::Create writes one) of a
+  // capacity that fits it; ALREADY_EXISTS when the region is a ring already. Returns the capacity.
+  StatusOr<uint32_t> Open(const std::string& region);
+  // Stops the region's poller (waits for the request it is serving); an unknown name is OK.
+  void Close(const std::string& region);
+  // Stops every poller (daemon exit, before the devices go).
+  void Clear();
+  size_t size() const;  // open rings whose poller still runs
+
+ private:
+  const ipc::RegionRegistry* regions_;
+  InferHandler handler_;
+  std::chrono::microseconds spin_{200};
+  mutable std::mutex mu_;
+  std::map<std::string, std::unique_ptr<RingPoller>> rings_;
+  void PruneLocked();  // drops pollers that stopped by themselves (region gone)
+};
+
+}  // namespace kjit::server

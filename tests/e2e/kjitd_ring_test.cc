@@ -1,0 +1,224 @@
+// Launch rings (kjit.v1.KernelService/OpenRing, runtime/ipc/launch_ring.h) against a real
+// compile-only kjitd: ModelInfer through shared memory answers exactly as the gRPC call does, every
+// refusal has its status code, a broken ring leaves the daemon healthy, and a ring ends with its
+// region (unregistered, or released with its session).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kjit/v1/kernel_service.grpc.pb.h"
+#include "runtime/ipc/launch_ring.h"
+#include "tests/e2e/daemon_fixture.h"
+#include "tests/e2e/infer_requests.h"
+#include "tests/unit/shm_object.h"
+
+namespace kjit::testing {
+namespace {
+
+using grpc::StatusCode;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+constexpr size_t kRingShm = 1 << 20;
+
+struct OpenedRing {
+  std::unique_ptr<ShmObject> shm;
+  std::unique_ptr<ipc::RingClient> client;  // null when setting the ring up failed (reported)
+};
+
+class RingTest : public ShmDaemonSuite {
+ protected:
+  grpc::Status OpenRing(const std::string& region, uint32_t* capacity = nullptr) {
+    grpc::ClientContext ctx;
+    kjit::v1::OpenRingRequest req;
+    req.set_region(region);
+    kjit::v1::OpenRingResponse resp;
+    grpc::Status s = kernels_->OpenRing(&ctx, req, &resp);
+    if (capacity != nullptr) *capacity = resp.capacity();
+    return s;
+  }
+  grpc::Status GrpcInfer(const Req& req) {
+    grpc::ClientContext ctx;
+    inference::ModelInferResponse resp;
+    return stub_->ModelInfer(&ctx, req, &resp);
+  }
+  // A ring on a fresh 1 MiB object, registered as `name` (under `session` when given) and opened.
+  OpenedRing MakeRing(const std::string& name, const std::string& session = "") {
+    OpenedRing r{std::make_unique<ShmObject>(kRingShm), nullptr};
+    if (r.shm->map() == nullptr) return r;
+    auto ring = ipc::RingClient::Create(r.shm->map(), kRingShm);
+    EXPECT_TRUE(ring.ok()) << ring.status();
+    if (!ring.ok()) return r;
+    EXPECT_EQ(Register(name, r.shm->key(), 0, kRingShm, session), StatusCode::OK);
+    uint32_t capacity = 0;
+    const grpc::Status s = OpenRing(name, &capacity);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(capacity, (kRingShm - ipc::kRingHeaderBytes) / 2);
+    if (s.ok()) r.client = std::make_unique<ipc::RingClient>(*ring);
+    return r;
+  }
+};
+
+struct Answer {
+  int code = -1;
+  std::string message, response;
+};
+
+Answer Call(ipc::RingClient* ring, const std::string& request, microseconds timeout = milliseconds(5000)) {
+  Answer a;
+  const Status s = ring->Call(request, &a.response, &a.code, &a.message, timeout);
+  EXPECT_TRUE(s.ok()) << s;
+  return a;
+}
+
+TEST_F(RingTest, ModelInferThroughTheRingAnswersAsTheGrpcCall) {
+  OpenedRing opened = MakeRing("ring");
+  ASSERT_NE(opened.client, nullptr);
+  ipc::RingClient* ring = opened.client.get();
+
+  Req valid = ValidRequest();  // no GPU here: FAILED_PRECONDITION, from the same handler
+  Req unknown = ValidRequest();
+  unknown.set_model_name("no_such_model");
+  Req bad_shape = ValidRequest();
+  bad_shape.mutable_inputs(0)->set_shape(0, 3);
+  for (const Req* r : {&valid, &unknown, &bad_shape}) {
+    const grpc::Status want = GrpcInfer(*r);
+    ASSERT_FALSE(want.ok());
+    const Answer got = Call(ring, r->SerializeAsString());
+    EXPECT_EQ(got.code, static_cast<int>(want.error_code())) << r->model_name();
+    EXPECT_EQ(got.message, want.error_message());
+    EXPECT_TRUE(got.response.empty());
+  }
+  EXPECT_EQ(Call(ring, valid.SerializeAsString()).code, static_cast<int>(StatusCode::FAILED_PRECONDITION));
+
+  // Round trip of a refused request (parse + validation, no GPU), for the record.
+  const std::string bytes = unknown.SerializeAsString();
+  std::vector<double> us;
+  for (int i = 0; i < 2000; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Call(ring, bytes);
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+  std::printf("ring round trip of a refused ModelInfer: p50 %.1f us over %zu calls\n", us[us.size() / 2], us.size());
+}
+
+TEST_F(RingTest, MalformedRingContentsAreRefusedAndTheDaemonStaysHealthy) {
+  OpenedRing opened = MakeRing("ring");
+  ASSERT_NE(opened.client, nullptr);
+  ipc::RingClient* ring = opened.client.get();
+
+  const Answer garbage = Call(ring, std::string(100, '\xff'));
+  EXPECT_EQ(garbage.code, static_cast<int>(StatusCode::INVALID_ARGUMENT));
+  EXPECT_NE(garbage.message.find("not a serialized inference.ModelInferRequest"), std::string::npos)
+      << garbage.message;
+
+  // A request size past the capacity, written by hand (RingClient refuses to send one).
+  auto* h = reinterpret_cast<ipc::RingHeader*>(opened.shm->map());
+  EXPECT_FALSE(ring->Call(std::string(ring->capacity() + 1, 'x'), nullptr, nullptr, nullptr, milliseconds(10)).ok());
+  h->request_bytes = 0xfffffff0u;
+  const uint32_t seq = h->request_seq + 1;
+  __atomic_store_n(&h->request_seq, seq, __ATOMIC_RELEASE);
+  ipc::FutexWakeAll(&h->request_seq);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (__atomic_load_n(&h->response_seq, __ATOMIC_ACQUIRE) != seq && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(microseconds(100));
+  }
+  ASSERT_EQ(__atomic_load_n(&h->response_seq, __ATOMIC_ACQUIRE), seq);
+  EXPECT_EQ(h->status_code, static_cast<int>(StatusCode::INVALID_ARGUMENT));
+  const char* msg = reinterpret_cast<const char*>(opened.shm->map()) + ipc::kRingHeaderBytes + ring->capacity();
+  EXPECT_NE(std::string(msg, h->message_bytes).find("exceeds the ring's capacity"), std::string::npos);
+
+  // Still serving, on the ring and over gRPC.
+  EXPECT_EQ(Call(ring, ValidRequest().SerializeAsString()).code, static_cast<int>(StatusCode::FAILED_PRECONDITION));
+  grpc::ClientContext ctx;
+  inference::ServerLiveResponse live;
+  EXPECT_TRUE(stub_->ServerLive(&ctx, {}, &live).ok());
+  EXPECT_TRUE(live.live());
+}
+
+TEST_F(RingTest, OpenRingRefusesWhatIsNotARing) {
+  ShmObject blank(kRingShm);
+  ASSERT_NE(blank.map(), nullptr);
+  EXPECT_EQ(OpenRing("no_such_region").error_code(), StatusCode::NOT_FOUND);
+  ASSERT_EQ(Register("blank", blank.key(), 0, kRingShm), StatusCode::OK);
+  const grpc::Status no_header = OpenRing("blank");
+  EXPECT_EQ(no_header.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(no_header.error_message().find("ring header"), std::string::npos) << no_header.error_message();
+
+  // A header whose capacity does not fit the registered window.
+  ASSERT_TRUE(ipc::RingClient::Create(blank.map(), kRingShm).ok());
+  ASSERT_EQ(Register("small", blank.key(), 0, 4096), StatusCode::OK);
+  const grpc::Status too_big = OpenRing("small");
+  EXPECT_EQ(too_big.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(too_big.error_message().find("needs"), std::string::npos) << too_big.error_message();
+  ASSERT_EQ(Register("tiny", blank.key(), 0, 100), StatusCode::OK);
+  EXPECT_EQ(OpenRing("tiny").error_code(), StatusCode::INVALID_ARGUMENT);
+
+  EXPECT_TRUE(OpenRing("blank").ok());
+  EXPECT_EQ(OpenRing("blank").error_code(), StatusCode::ALREADY_EXISTS);
+  grpc::ClientContext ctx;
+  kjit::v1::CloseRingRequest close;
+  close.set_region("blank");
+  kjit::v1::CloseRingResponse closed;
+  EXPECT_TRUE(kernels_->CloseRing(&ctx, close, &closed).ok());
+  EXPECT_TRUE(OpenRing("blank").ok());  // closed: may be opened again
+}
+
+TEST_F(RingTest, RingEndsWithItsRegionAndItsSession) {
+  OpenedRing opened = MakeRing("ring");
+  ASSERT_NE(opened.client, nullptr);
+  ipc::RingClient* ring = opened.client.get();
+  EXPECT_EQ(Call(ring, ValidRequest().SerializeAsString()).code, static_cast<int>(StatusCode::FAILED_PRECONDITION));
+  ASSERT_EQ(Unregister("ring"), StatusCode::OK);
+  std::this_thread::sleep_for(milliseconds(200));  // the poller notices when it next goes idle
+  Answer none;
+  EXPECT_EQ(ring->Call(ValidRequest().SerializeAsString(), &none.response, &none.code, &none.message,
+                       milliseconds(300))
+                .code(),
+            absl::StatusCode::kDeadlineExceeded);
+
+  // Registered under a session: the ring goes with it.
+  grpc::ClientContext sctx;
+  auto stream = kernels_->OpenSession(&sctx);
+  kjit::v1::SessionEvent hello;
+  ASSERT_TRUE(stream->Read(&hello));
+  OpenedRing in_session = MakeRing("session_ring", hello.session_id());
+  ASSERT_NE(in_session.client, nullptr);
+  ipc::RingClient* ring2 = in_session.client.get();
+  EXPECT_EQ(Call(ring2, ValidRequest().SerializeAsString()).code, static_cast<int>(StatusCode::FAILED_PRECONDITION));
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+  std::this_thread::sleep_for(milliseconds(200));
+  EXPECT_EQ(ring2->Call(ValidRequest().SerializeAsString(), &none.response, &none.code, &none.message,
+                        milliseconds(300))
+                .code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(RingTest, TruncatedRingStopsItsPollerNotTheDaemon) {
+  OpenedRing opened = MakeRing("ring");
+  ASSERT_NE(opened.client, nullptr);
+  const int fd = shm_open(opened.shm->key().c_str(), O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 0), 0);  // the poller's next look at the header faults
+  close(fd);
+  std::this_thread::sleep_for(milliseconds(100));
+  grpc::ClientContext ctx;
+  inference::ServerLiveResponse live;
+  EXPECT_TRUE(stub_->ServerLive(&ctx, {}, &live).ok());
+  // Unregistering the broken region is fine too (the test does not touch its own mapping again).
+  EXPECT_EQ(Unregister("ring"), StatusCode::OK);
+}
+
+}  // namespace
+}  // namespace kjit::testing
