@@ -1,4 +1,4 @@
-// launch_bench [--out FILE.md] [--kjitd PATH] [--iters N] [--device N]
+// launch_bench [--out FILE.md] [--kjitd PATH] [--iters N] [--device N] [--ring-spin-us N]
 // Launch overhead of the ways to run a kernel, for a tiny mla_verify problem (B = 1, D = 1, H = 8,
 // P = 64: the kernel itself takes a few microseconds):
 //   in-process      plan once; per call: cuLaunchKernel(s) + cuStreamSynchronize
@@ -115,10 +115,12 @@ int FreeTcpPort() {
   return port;
 }
 
-StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, std::string* gpu) {
+StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, const std::string& ring_spin_us,
+                               std::string* gpu) {
   const int port = FreeTcpPort();
   const std::string tcp = "127.0.0.1:" + std::to_string(port);
   std::vector<std::string> flags = {"--listen", tcp};
+  if (!ring_spin_us.empty()) flags.insert(flags.end(), {"--ring-spin-us", ring_spin_us});
   if (const char* cache = std::getenv("KJIT_CACHE_DIR"); cache != nullptr && *cache != '\0') {
     flags.insert(flags.end(), {"--cache-dir", cache});  // the suite's warm cache
   }
@@ -252,19 +254,23 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
 int main(int argc, char** argv) {
   std::string out, kjitd = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kjitd";
   int iters = 5000, device = 0;
+  std::string ring_spin_us;  // "" = kjitd's default
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string f = argv[i];
     if (f == "--out") out = argv[i + 1];
     else if (f == "--kjitd") kjitd = argv[i + 1];
     else if (f == "--iters") iters = std::max(10, std::atoi(argv[i + 1]));
     else if (f == "--device") device = std::atoi(argv[i + 1]);
+    else if (f == "--ring-spin-us") ring_spin_us = argv[i + 1];
     else {
-      std::fprintf(stderr, "usage: launch_bench [--out FILE.md] [--kjitd PATH] [--iters N] [--device N]\n");
+      std::fprintf(stderr,
+                   "usage: launch_bench [--out FILE.md] [--kjitd PATH] [--iters N] [--device N] "
+                   "[--ring-spin-us N (passed to kjitd)]\n");
       return 2;
     }
   }
   std::string gpu;
-  auto rows = kjit::e2e::Run(kjitd, iters, device, &gpu);
+  auto rows = kjit::e2e::Run(kjitd, iters, device, ring_spin_us, &gpu);
   if (!rows.ok()) {
     std::fprintf(stderr, "launch_bench: %s\n", rows.status().ToString().c_str());
     return 1;
