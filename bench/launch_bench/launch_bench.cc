@@ -14,8 +14,6 @@
 // Starts its own kjitd (default: next to this binary) on a temporary socket and a free TCP port,
 // with the environment's KJIT_CACHE_DIR. Reports p50 / p99 / mean of host wall time per call after a
 // warm-up. Target (PROTOCOL.md): ModelInfer p50 <= 40 us over the Unix socket on the H200 machine.
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <unistd.h>
@@ -32,7 +30,6 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/ipc/launch_ring.h"
 #include "runtime/kernels/mla_verify_launch.h"
 #include "runtime/kernels/mla_verify_plan.h"
 #include "tests/e2e/daemon_process.h"
@@ -177,50 +174,12 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
     return absl::OkStatus();
   };
 
-  // A launch ring: 1 MiB of POSIX shared memory, registered under the session and opened.
-  constexpr size_t kRingBytes = 1 << 20;
-  const std::string ring_key = "/kjit-launch-bench-ring-" + std::to_string(getpid());
-  const int ring_fd = shm_open(ring_key.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (ring_fd < 0) return absl::InternalError("shm_open " + ring_key);
-  void* ring_map = MAP_FAILED;
-  if (ftruncate(ring_fd, kRingBytes) == 0)
-    ring_map = mmap(nullptr, kRingBytes, PROT_READ | PROT_WRITE, MAP_SHARED, ring_fd, 0);
-  close(ring_fd);
-  struct RingShm {  // unmapped and unlinked when Run returns
-    std::string key;
-    void* map;
-    ~RingShm() {
-      if (map != MAP_FAILED) munmap(map, kRingBytes);
-      shm_unlink(key.c_str());
-    }
-  } ring_shm{ring_key, ring_map};
-  if (ring_map == MAP_FAILED) return absl::InternalError("mapping " + ring_key);
-  KJIT_ASSIGN_OR_RETURN(ipc::RingClient ring, ipc::RingClient::Create(ring_map, kRingBytes));
-  {
-    grpc::ClientContext ctx;
-    ctx.AddMetadata("kjit-session", x.session);
-    inference::SystemSharedMemoryRegisterRequest req;
-    req.set_name("bench-ring");
-    req.set_key(ring_key);
-    req.set_byte_size(kRingBytes);
-    inference::SystemSharedMemoryRegisterResponse resp;
-    const grpc::Status s = x.infer->SystemSharedMemoryRegister(&ctx, req, &resp);
-    if (!s.ok()) return absl::InternalError("registering the ring: " + s.error_message());
-    grpc::ClientContext octx;
-    kjit::v1::OpenRingRequest open;
-    open.set_region("bench-ring");
-    kjit::v1::OpenRingResponse opened;
-    const grpc::Status o = x.kernels->OpenRing(&octx, open, &opened);
-    if (!o.ok()) return absl::InternalError("OpenRing: " + o.error_message());
-  }
+  KJIT_ASSIGN_OR_RETURN(std::unique_ptr<LaunchRing> ring, LaunchRing::Open(&x, 1u << 20));
   auto ring_infer = [&ring](const inference::ModelInferRequest& req) {
     return [&ring, bytes = req.SerializeAsString()]() -> Status {
-      std::string response, message;
-      int code = 0;
-      KJIT_RETURN_IF_ERROR(ring.Call(bytes, &response, &code, &message, std::chrono::seconds(10)));
-      if (code != 0) return absl::InternalError("ModelInfer on the ring: " + message);
-      inference::ModelInferResponse resp;  // what a client does with the answer
-      if (!resp.ParseFromString(response)) return absl::InternalError("ring response does not parse");
+      inference::ModelInferResponse resp;  // parsed, as a client does with the answer
+      const grpc::Status s = ring->Infer(bytes, &resp);
+      if (!s.ok()) return absl::InternalError("ModelInfer on the ring: " + s.error_message());
       return absl::OkStatus();
     };
   };

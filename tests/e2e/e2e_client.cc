@@ -1,5 +1,7 @@
 #include "tests/e2e/e2e_client.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -120,6 +122,55 @@ grpc::Status Call(Client* x, const inference::ModelInferRequest& req, inference:
   return x->infer->ModelInfer(&ctx, req, resp);
 }
 
+StatusOr<std::unique_ptr<LaunchRing>> LaunchRing::Open(Client* x, size_t bytes) {
+  const std::string name = x->prefix + "-ring";
+  const std::string key = absl::StrCat("/kjit-", name, "-", getpid());
+  const int fd = shm_open(key.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return absl::InternalError("shm_open " + key);
+  void* map = MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(bytes)) == 0) map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  std::unique_ptr<LaunchRing> ring(new LaunchRing(key, map, bytes));
+  if (map == MAP_FAILED) return absl::InternalError("mapping " + key);
+  KJIT_ASSIGN_OR_RETURN(ipc::RingClient client, ipc::RingClient::Create(map, bytes));
+  ring->client_ = std::make_unique<ipc::RingClient>(client);
+  grpc::ClientContext ctx;
+  if (!x->session.empty()) ctx.AddMetadata("kjit-session", x->session);
+  inference::SystemSharedMemoryRegisterRequest reg;
+  reg.set_name(name);
+  reg.set_key(key);
+  reg.set_byte_size(bytes);
+  inference::SystemSharedMemoryRegisterResponse registered;
+  const grpc::Status s = x->infer->SystemSharedMemoryRegister(&ctx, reg, &registered);
+  if (!s.ok()) return absl::InternalError("registering " + name + ": " + s.error_message());
+  grpc::ClientContext octx;
+  kjit::v1::OpenRingRequest open;
+  open.set_region(name);
+  kjit::v1::OpenRingResponse opened;
+  const grpc::Status o = x->kernels->OpenRing(&octx, open, &opened);
+  if (!o.ok()) return absl::InternalError("OpenRing " + name + ": " + o.error_message());
+  return ring;
+}
+
+LaunchRing::~LaunchRing() {
+  if (map_ != MAP_FAILED) munmap(map_, bytes_);
+  shm_unlink(key_.c_str());
+}
+
+grpc::Status LaunchRing::Infer(const std::string& request_bytes, inference::ModelInferResponse* resp) {
+  std::string response, message;
+  int code = 0;
+  const Status s = client_->Call(request_bytes, &response, &code, &message, std::chrono::seconds(60));
+  if (!s.ok()) {
+    return grpc::Status(s.code() == absl::StatusCode::kDeadlineExceeded ? grpc::StatusCode::DEADLINE_EXCEEDED
+                                                                        : grpc::StatusCode::INTERNAL,
+                        std::string(s.message()));
+  }
+  if (code != 0) return grpc::Status(static_cast<grpc::StatusCode>(code), message);
+  if (!resp->ParseFromString(response)) return grpc::Status(grpc::StatusCode::INTERNAL, "ring response does not parse");
+  return grpc::Status::OK;
+}
+
 StatusOr<std::vector<char>> ReadDevice(CUdeviceptr p, size_t bytes) {
   std::vector<char> v(bytes);
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
@@ -136,14 +187,15 @@ std::vector<reference::CaseSpec> Cases() {
 }
 
 Status CheckCase(Client* x, Arenas& a, const reference::MlaCase& c, const CaseLayout& l, const std::string& model,
-                 bool inline_small) {
-  const std::string what = absl::StrCat(model, " seed ", c.spec.seed, inline_small ? " inline" : " regions");
+                 bool inline_small, LaunchRing* ring) {
+  const std::string what = absl::StrCat(model, " seed ", c.spec.seed, inline_small ? " inline" : " regions",
+                                        ring != nullptr ? " (launch ring)" : "");
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8(a.out->base(), 0xFF, a.out->size()), "poison"));
   KJIT_RETURN_IF_ERROR(driver::Check(api->cuCtxSynchronize(), "poison sync"));
   inference::ModelInferResponse resp;
-  const grpc::Status s =
-      Call(x, InferRequest(model, c, l, x->prefix + "-in", x->prefix + "-out", x->device, inline_small), &resp);
+  const auto req = InferRequest(model, c, l, x->prefix + "-in", x->prefix + "-out", x->device, inline_small);
+  const grpc::Status s = ring != nullptr ? ring->Infer(req, &resp) : Call(x, req, &resp);
   KJIT_E2E_CHECK(s.ok(), absl::StrCat(what, ": ModelInfer ", s.error_message()));
   const int outputs = c.problem.write_lse ? 2 : 1;
   KJIT_E2E_CHECK(resp.outputs_size() == outputs && resp.raw_output_contents_size() == outputs,

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/ipc/launch_ring.h"
 #include "tests/e2e/gpu_client.h"
 
 namespace kjit::e2e {
@@ -40,15 +41,40 @@ StatusOr<grpc::Status> TryRegisterCuda(Client* x, const std::string& name, const
 Status RegisterEvent(Client* x, const std::string& name, CUevent event);
 
 grpc::Status Call(Client* x, const inference::ModelInferRequest& req, inference::ModelInferResponse* resp);
+
+// A launch ring (runtime/ipc/launch_ring.h) on `bytes` of POSIX shared memory: region <prefix>-ring,
+// registered under the session when one is open, and opened (OpenRing). Unmapped and unlinked on
+// destruction.
+class LaunchRing {
+ public:
+  static StatusOr<std::unique_ptr<LaunchRing>> Open(Client* x, size_t bytes);
+  ~LaunchRing();
+  LaunchRing(const LaunchRing&) = delete;
+  LaunchRing& operator=(const LaunchRing&) = delete;
+  // ModelInfer through the ring: the call's own status as a gRPC status (DEADLINE_EXCEEDED or
+  // INTERNAL when the ring itself failed).
+  grpc::Status Infer(const std::string& request_bytes, inference::ModelInferResponse* resp);
+  grpc::Status Infer(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
+    return Infer(req.SerializeAsString(), resp);
+  }
+
+ private:
+  LaunchRing(std::string key, void* map, size_t bytes) : key_(std::move(key)), map_(map), bytes_(bytes) {}
+  std::string key_;
+  void* map_;
+  size_t bytes_;
+  std::unique_ptr<ipc::RingClient> client_;
+};
 StatusOr<std::vector<char>> ReadDevice(CUdeviceptr p, size_t bytes);
 
 // The cases the tests run: odd sizes, both mask kinds, chains, bushy and random trees, padding.
 std::vector<reference::CaseSpec> Cases();
 
-// One case through one model, outputs in the out region or (inline_small) inline; the result must
-// equal an in-process launch bit for bit and pass the reference comparison. Prints a PASS line.
+// One case through one model, outputs in the out region or (inline_small) inline, over gRPC or
+// (ring) a launch ring; the result must equal an in-process launch bit for bit and pass the
+// reference comparison. Prints a PASS line.
 Status CheckCase(Client* x, Arenas& a, const reference::MlaCase& c, const CaseLayout& l,
-                 const std::string& model, bool inline_small);
+                 const std::string& model, bool inline_small, LaunchRing* ring = nullptr);
 
 }  // namespace kjit::e2e
 

@@ -1,11 +1,12 @@
 // e2e_ipc_client: a second process using kjitd the way an inference worker does (CUDA buffers
 // shared by IPC handle, launches through ModelInfer), checked bit for bit against in-process
 // launches of the same cubins and against the float64 reference.
-//   e2e_ipc_client --target unix:///path [--mode sync|async|victim|after-kill|demo|cross|wrong-device]
+//   e2e_ipc_client --target unix:///path [--mode sync|async|ring|victim|after-kill|demo|cross|wrong-device]
 //                  [--device N] [--other-device M] [--prefix NAME]
 // sync:       every case, both models, region and inline variants; kv_indices >= S is reported.
 // async:      kjit_wait_event / kjit_signal_event with IPC events; no host synchronization between
 //             producing q, the daemon's launch and consuming o.
+// ring:       every case and model as sync, through a shared-memory launch ring (OpenRing).
 // victim:     registers regions and an event under a session, prints "ready", launches until killed.
 // after-kill: the victim's regions and event are gone and the daemon still serves correct launches.
 // demo:       one launch, one line.
@@ -48,6 +49,24 @@ Status RunSync(Client* x) {
                      s.error_message().find("kv_indices") != std::string::npos,
                  absl::StrCat("kv_indices >= S gave code ", s.error_code(), ": ", s.error_message()));
   std::printf("PASS kv_indices >= S -> INVALID_ARGUMENT\n");
+  return absl::OkStatus();
+}
+
+Status RunRing(Client* x) {
+  KJIT_RETURN_IF_ERROR(OpenSession(x, "e2e_ipc_client ring"));
+  KJIT_ASSIGN_OR_RETURN(Arenas a, MakeArenas(x, kInBytes, kOutBytes));
+  // 16 MiB: 8 MiB for a response, which carries o inline in the inline variants (4.3 MB for the
+  // H = 64 case).
+  KJIT_ASSIGN_OR_RETURN(std::unique_ptr<LaunchRing> ring, LaunchRing::Open(x, 16u << 20));
+  for (const auto& spec : Cases()) {
+    const reference::MlaCase c = reference::MakeCase(spec);
+    KJIT_ASSIGN_OR_RETURN(CaseLayout l, UploadCase(c, a.in.get(), a.out.get()));
+    for (const char* model : {"mla_verify", "mla_verify_naive"}) {
+      for (bool inline_small : {false, true}) {
+        KJIT_RETURN_IF_ERROR(CheckCase(x, a, c, l, model, inline_small, ring.get()));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -199,7 +218,7 @@ int main(int argc, char** argv) {
     else if (flag == "--prefix") prefix = argv[i + 1];
     else {
       std::fprintf(stderr,
-                   "usage: e2e_ipc_client --target T [--mode sync|async|victim|after-kill|demo|cross|wrong-device] "
+                   "usage: e2e_ipc_client --target T [--mode sync|async|ring|victim|after-kill|demo|cross|wrong-device] "
                    "[--device N] [--other-device M] [--prefix NAME]\n");
       return 2;
     }
@@ -214,6 +233,7 @@ int main(int argc, char** argv) {
   if (s.ok()) {
     if (mode == "sync") s = kjit::e2e::RunSync(&x);
     else if (mode == "async") s = kjit::e2e::RunAsync(&x);
+    else if (mode == "ring") s = kjit::e2e::RunRing(&x);
     else if (mode == "victim") s = kjit::e2e::RunVictim(&x);
     else if (mode == "after-kill") s = kjit::e2e::RunAfterKill(&x);
     else if (mode == "demo") s = kjit::e2e::RunDemo(&x);

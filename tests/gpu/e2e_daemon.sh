@@ -2,7 +2,8 @@
 # e2e_daemon.sh: kjitd and client processes on the GPU machine (run by run-suite.sh; everything is
 # printed to stdout, which the suite keeps in suite.log; the OUTDIR argument it passes is unused).
 #   1. start kjitd from the bundle on a temporary socket (the suite's KJIT_CACHE_DIR is warm by now)
-#   2. e2e_ipc_client sync and async: CUDA IPC regions, ModelInfer, bitwise equal to in-process
+#   2. e2e_ipc_client sync, async and ring (a shared-memory launch ring): CUDA IPC regions,
+#      ModelInfer, bitwise equal to in-process
 #   3. a client killed with SIGKILL in the middle of launches: its regions and event are released,
 #      the daemon stays healthy and serves the next client correctly
 #   4. SIGTERM: the daemon exits 0
@@ -15,6 +16,7 @@ source "$root/tests/gpu/lib.sh"
 start_kjitd "$dir" || exit 1
 step sync "$bin/e2e_ipc_client" --target "$target" --mode sync
 step async "$bin/e2e_ipc_client" --target "$target" --mode async
+step ring "$bin/e2e_ipc_client" --target "$target" --mode ring
 
 echo "== kill -9 of a client in the middle of launches"
 "$bin/e2e_ipc_client" --target "$target" --mode victim >"$dir/victim.out" 2>&1 &
