@@ -40,13 +40,12 @@ class RingTable {
   void Close(const std::string& region);
   // Stops every poller (daemon exit, before the devices go).
   void Clear();
-  size_t size() const;  // open rings whose poller still runs
 
  private:
   const ipc::RegionRegistry* regions_;
   InferHandler handler_;
   std::chrono::microseconds spin_{200};
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::map<std::string, std::unique_ptr<RingPoller>> rings_;
   void PruneLocked();  // drops pollers that stopped by themselves (region gone)
 };
