@@ -45,6 +45,13 @@ struct RingHeader {
   uint32_t daemon_sleeping;  // daemon: 1 while its poller waits on request_seq's futex
 };
 static_assert(sizeof(RingHeader) <= kRingHeaderBytes, "ring header exceeds its 256 bytes");
+// The wire layout, for clients in other languages (client/python/kjit/ring.py spells it out too).
+static_assert(offsetof(RingHeader, capacity) == 8 && offsetof(RingHeader, request_seq) == 64 &&
+                  offsetof(RingHeader, request_bytes) == 68 && offsetof(RingHeader, client_sleeping) == 72 &&
+                  offsetof(RingHeader, response_seq) == 128 && offsetof(RingHeader, response_bytes) == 132 &&
+                  offsetof(RingHeader, status_code) == 136 && offsetof(RingHeader, message_bytes) == 140 &&
+                  offsetof(RingHeader, daemon_sleeping) == 144,
+              "launch ring header layout");
 
 // Bytes of a ring with `capacity` bytes for a request and for a response.
 constexpr size_t RingBytes(uint32_t capacity) { return kRingHeaderBytes + 2 * static_cast<size_t>(capacity); }

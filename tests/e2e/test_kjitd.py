@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """kjitd from a Python gRPC client (python3-grpcio + the generated stubs), the way SGLang workers
 and tritonclient talk to it: reflection, health, metadata, system shared memory created by Python,
-ModelInfer error codes, TCP when asked, and a client killed with SIGKILL releasing its session.
+ModelInfer error codes, a launch ring driven by client/python/kjit (no compiled code), TCP when
+asked, and a client killed with SIGKILL releasing its session.
 
 usage: test_kjitd.py --kjitd PATH --stubs DIR
 """
@@ -150,6 +151,27 @@ class KjitdTest(unittest.TestCase):
         self.assertEqual(ctx.exception.code(), self.grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("'qo_indptr'", ctx.exception.details())
 
+    def test_launch_ring_from_python(self):
+        from kjit import LaunchRing, RingError  # client/python, with the stubs' kjit.v1 beside it
+        ring = LaunchRing(1 << 20)
+        try:
+            self.infer.SystemSharedMemoryRegister(
+                self.pb.SystemSharedMemoryRegisterRequest(name="pyring", key=ring.key, byte_size=ring.nbytes))
+            opened = self.kernels.OpenRing(self.kpb.OpenRingRequest(region="pyring"))
+            self.assertEqual(opened.capacity, ring.capacity)
+            for req in (self.infer_request(), self.infer_request(qo=(0, 1))):
+                with self.assertRaises(self.grpc.RpcError) as ctx:
+                    self.infer.ModelInfer(req)
+                code, message, response = ring.call(req.SerializeToString())
+                self.assertEqual(code, ctx.exception.code().value[0])  # the same answer as over gRPC
+                self.assertEqual(message, ctx.exception.details())
+                self.assertEqual(response, b"")
+            with self.assertRaises(RingError):
+                ring.call(b"x" * (ring.capacity + 1))
+            self.infer.SystemSharedMemoryUnregister(self.pb.SystemSharedMemoryUnregisterRequest(name="pyring"))
+        finally:
+            ring.close()
+
     def test_killed_client_releases_its_session(self):
         shm = shared_memory.SharedMemory(create=True, size=4096)
         try:
@@ -216,6 +238,8 @@ if __name__ == "__main__":
     parser.add_argument("--stubs", required=True)
     ARGS, rest = parser.parse_known_args()
     sys.path.insert(0, ARGS.stubs)
+    # kjit's Python package (client/python) first: it makes room for the stubs' kjit.v1.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client", "python"))
     try:
         stubs()
     except ImportError as e:
