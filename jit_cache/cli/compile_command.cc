@@ -32,7 +32,6 @@ const Command kCompile{
      {"jobs", "N", "parallel compiles (default: bounded by cores and memory)"},
      {"json", "", "print JSON instead of the table"}}};
 
-
 StatusOr<std::vector<kernels::Specialization>> Select(const std::string& name) {
   const auto& all = kernels::Catalog();
   if (name.empty()) return all;

@@ -73,8 +73,6 @@ Status ValidateProblem(const MlaVerifyProblem& p) {
   return absl::OkStatus();
 }
 
-double TileMicros(const MlaVerifyTile& tile) { return tile.tile_us; }
-
 int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const MlaVerifyTile& tile) {
   const long m_tiles = (static_cast<long>(p.max_draft) * p.num_heads + tile.rows - 1) / tile.rows;
   const long ctas_per_split = m_tiles * p.batch;
@@ -88,7 +86,7 @@ int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const
   // Combine traffic per extra state: the split kernel writes and the combine reads every row's
   // 1 KB bf16 partial O; measured on the H200 as ~3.7 bytes per ns (mostly L2-resident).
   const double state_bytes = 2.0 * p.batch * static_cast<double>(p.max_draft) * p.num_heads * kMlaVDim * 2;
-  const double state_tiles = state_bytes / 3.7e3 / TileMicros(tile) / 1e3;
+  const double state_tiles = state_bytes / 3.7e3 / tile.tile_us / 1e3;
   const long max_splits = std::min<long>({prefix_tiles, std::max<long>(1, 4L * sms / ctas_per_split),
                                          mla::kCombineMaxStates - 1});
   int best = 1;

@@ -14,7 +14,6 @@ std::string CompiledKey(const std::string& family, const std::string& spec, cons
   return absl::StrCat(family, "/", spec, "/", arch);
 }
 
-
 }  // namespace
 
 void Daemon::AddCompiled(const kernels::CompiledKernel& k) {
