@@ -62,6 +62,13 @@ constexpr size_t RingBytes(uint32_t capacity) { return kRingHeaderBytes + 2 * st
 void FutexWait(const uint32_t* word, uint32_t expected, std::chrono::microseconds timeout);
 void FutexWakeAll(const uint32_t* word);
 
+// A spin-wait hint for the polling loops of both sides.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 // How long the client spins for its answer before it sleeps on the futex (the daemon's poller
 // spins for kjitd --ring-spin-us after each request).
 inline constexpr std::chrono::microseconds kRingSpin{200};

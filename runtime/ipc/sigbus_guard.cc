@@ -1,9 +1,8 @@
 #include "runtime/ipc/sigbus_guard.h"
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
-
-#include <pthread.h>
 
 #include <cstring>
 #include <mutex>

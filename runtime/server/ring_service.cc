@@ -98,9 +98,7 @@ class RingPoller {
         continue;
       }
       if (std::chrono::steady_clock::now() - idle_since < spin_) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+        ipc::CpuRelax();
         continue;
       }
       // Idle: make sure the region is still registered, then sleep until the client writes.
