@@ -2,15 +2,24 @@
 // request b x one prefix chunk, or the draft tree for split 0; normalized bf16 partial O and log2-LSE
 // into the workspace), computed with warpgroup MMAs that read both operands from shared memory.
 //
-// Two warpgroups with their own jobs, handing tiles over through named barriers:
+// Three warpgroups with their own jobs:
 // - warpgroup 0 computes S = Q.K^T for the whole 64 x 64 tile (36 wgmma m64n64k16, Q and K straight
-//   from shared memory: no ldmatrix, no per-warp re-reads of Q), runs the online softmax with every
-//   column of its rows in its own registers (quad shuffles only), writes P (bf16) and each row's
-//   rescale factor, then adds P.V into O's first 256 columns. It issues the next tile's Q.K^T right
-//   behind its P.V, so the tensor cores go from one to the other without waiting for the softmax.
-// - warpgroup 1 gathers the KV tiles (2-stage cp.async ring) and stages the slot indices, and adds
-//   P.V into O's last 256 columns while warpgroup 0 moves on.
-// Each warpgroup holds its half of O (64 x 256 fp32, 128 registers per thread).
+//   from shared memory), runs the online softmax with every column of its rows in its own registers
+//   (quad shuffles only), writes P (bf16) and each row's rescale factor, then adds P.V into O's first
+//   256 columns. When the next tile has landed by then, its Q.K^T goes out right behind the P.V (the
+//   tensor cores go from one to the other); when not, the P.V is finished first and its half of the
+//   stage released, so the next gather into it does not wait for the late tile.
+// - warpgroup 1 adds P.V into O's last 256 columns while warpgroup 0 moves on.
+// - warpgroup 2, the producer, stages the slot indices and gathers the KV tiles with cp.async into a
+//   2-stage ring, each stage in two halves (dims 0-255: read by Q.K^T and warpgroup 0's P.V; dims
+//   256-575: Q.K^T and warpgroup 1's P.V) with a "full" and an "empty" mbarrier per half. It never
+//   waits for its own copies (cp.async arrives on the full barrier when they land), so a half is
+//   refilled as soon as its last reader is done, whatever the other half is doing.
+// The consumers hold their half of O (64 x 256 fp32, 128 registers per thread) and take registers
+// from the producer (setmaxnreg). Against the two-warpgroup kernel it replaced (warpgroup 1 gathered,
+// and waited for each tile to land before its P.V, so a tile's load sat on the critical path): the
+// H8 shapes K2/K3/K6/K7 take 2-15% less time, K4 (D64) and K5 (H64) 4-7% more
+// (bench/results/kernel_bench-2026-11-29-h200-producer.md).
 //
 // Shared-memory tiles are 128-byte-swizzled "groups" of 64 rows x 64 bf16 (wgmma.cuh): Q and each
 // KV stage hold 9 groups (dims 0-63, ..., 512-575) of 8 KB; P is one group (64 rows x 64 KV rows).
@@ -18,6 +27,7 @@
 
 #include "common/bf16.cuh"
 #include "common/cp_async.cuh"
+#include "common/mbarrier.cuh"
 #include "common/mma.cuh"
 #include "common/softmax.cuh"
 #include "common/sync.cuh"
@@ -32,11 +42,16 @@ namespace mla {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
+// Which 16-byte chunks of each 1152-byte row CopyTileRows copies: all 72, or one half of a KV stage
+// (chunks 0-31 = groups 0-3; chunks 32-71 = groups 4-8).
+enum TileRowPart { kWholeRows, kLowHalf, kHighHalf };
+
 // Copies the 64 rows of a 9-group tile at shared address `tile` (1024-aligned) with the 16-byte
 // cp.async of one warp per row: the calling warp takes rows first, first + step, ...; lane copies
-// chunks lane, lane + 32, lane + 64 (< 72) of the 1152-byte row, and chunk c lands in group c / 8 at
-// chunk (c % 8) ^ (row % 8). row_src(row, &ok) is the row's first byte, read only when ok.
-template <class RowSrc>
+// chunks lane, lane + 32, lane + 64 (< 72) of the 1152-byte row (those of kPart), and chunk c lands
+// in group c / 8 at chunk (c % 8) ^ (row % 8). row_src(row, &ok) is the row's first byte, read only
+// when ok.
+template <TileRowPart kPart, class RowSrc>
 __device__ __forceinline__ void CopyTileRows(unsigned tile, int first, int step, int lane, RowSrc&& row_src) {
   constexpr unsigned kGroupBytes = WgmmaSmem::kGroupBytes;
   const unsigned dst = tile + (lane >> 3) * kGroupBytes + ((lane & 7) << 4);
@@ -45,9 +60,11 @@ __device__ __forceinline__ void CopyTileRows(unsigned tile, int first, int step,
     bool ok;
     const char* src = row_src(row, &ok) + lane * 16;
     const unsigned d = (dst ^ ((row & 7) << 4)) + row * 128;
-    CpAsync16(d, src, ok);
-    CpAsync16(d + 4 * kGroupBytes, src + 512, ok);
-    if (lane < 8) CpAsync16(d + 8 * kGroupBytes, src + 1024, ok);  // chunks 64..71
+    if (kPart != kHighHalf) CpAsync16(d, src, ok);
+    if (kPart != kLowHalf) {
+      CpAsync16(d + 4 * kGroupBytes, src + 512, ok);
+      if (lane < 8) CpAsync16(d + 8 * kGroupBytes, src + 1024, ok);  // chunks 64..71
+    }
   }
 }
 
@@ -56,7 +73,8 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   using Cfg = ConfigWgmma;
   constexpr int kTile = Cfg::kKvTile;                 // 64
   constexpr int kRows = Cfg::kRows;                   // 64
-  constexpr int kThreads = Cfg::kThreads;             // 256
+  constexpr int kThreads = Cfg::kThreads;             // 384
+  constexpr int kProducerRegs = Cfg::kProducerRegs, kConsumerRegs = Cfg::kConsumerRegs;
   constexpr unsigned kGroupBytes = WgmmaSmem::kGroupBytes;  // 64 rows x 128 bytes
   constexpr unsigned kAtomBytes = 1024;               // 8 rows x 128 bytes
   static_assert(kTile == 64 && kRows == 64, "one 64 x 64 S tile per warpgroup MMA chain");
@@ -104,56 +122,77 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
 
   const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end);
   constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
-  auto load_raw = [&](int t, int i) { return kv_rows.Raw(p, t, i); };
-  auto validate = [&](long long raw) { return kv_rows.Validate(p, raw); };
-  // Tile t's source rows into ring slot t % 3, by the 64 threads of two whole warps (index i).
-  auto stage = [&](int t, int i, long long raw) {
-    const long long v = validate(raw);
-    sm.idx[t % kIdxRing][i] = v;
-    const unsigned bits = __ballot_sync(0xffffffffu, v >= 0);
-    if ((i & 31) == 0) sm.valid[t % kIdxRing][i >> 5] = bits;
-  };
-  auto gather = [&](int t, int w0, int nw) {
-    const long long* idx = sm.idx[t % kIdxRing];
-    const char* base = reinterpret_cast<const char*>(kv_rows.base);
-    CopyTileRows(SmemAddr(sm.kv[t % 2]), warp - w0, nw, lane, [&](int row, bool* ok) {
-      const long long s = idx[row];
-      *ok = s >= 0;
-      return base + (s < 0 ? 0 : s) * kv_rows.stride * 2;
-    });
-  };
 
-  // ---- Prologue: Q by every warp (it needs no indices, so it is in flight while they are read);
-  // the indices of tiles 0 and 1; tile 0 by every warp, tile 1 by warpgroup 1.
-  CopyTileRows(q_addr, warp, kThreads / 32, lane, [&](int row, bool* ok) {
-    const int rg = m0 + row;
-    *ok = rg < rows_b;
-    const long long tok = *ok ? rg / kHeads : 0;
-    return reinterpret_cast<const char*>(p.q + (rq.q0 + tok) * p.q_stride_n + (rg % kHeads) * p.q_stride_h);
-  });
-  if (tid < kTile) {
-    stage(0, tid, load_raw(0, tid));
-    stage(1, tid, num_tiles > 1 ? load_raw(1, tid) : kPastEnd);
+  // Barriers. Named (bar.sync by the waiting side, bar.arrive by the other): warpgroups 0 and 1
+  // (256 threads) for P and alpha; the producer's own warps; warpgroup 0's warps; the consumers'
+  // epilogue. mbarriers: Q landed; per stage s and half h, "full" (the half landed, and for the low
+  // half the tile's staged indices are visible) and "empty" (the half's last reader is done).
+  constexpr int kBarPReady = 1;     // P and alpha of tile t written (0 -> 1)
+  constexpr int kBarPv1Done = 2;    // warpgroup 1 done reading P and alpha of tile t (1 -> 0)
+  constexpr int kBarProducer = 3;   // the producer's warps: tile t's indices staged
+  constexpr int kBarConsumers = 4;  // warpgroups 0 and 1: row sums written, every wgmma complete
+  constexpr int kBarWg0 = 5;        // warpgroup 0: its shared decision is written
+  constexpr int kConsumers = 256, kProducers = 128;
+  const unsigned bar_q = SmemAddr(&sm.bar_q);
+  auto full_bar = [&](int t, int h) { return SmemAddr(&sm.full[t & 1][h]); };
+  auto empty_bar = [&](int t, int h) { return SmemAddr(&sm.empty[t & 1][h]); };
+  if (tid == 0) {
+    MbarInit(bar_q, kProducers);
+    for (int s = 0; s < 2; ++s) {
+      // Every producer thread's copies, and on the low half also its plain arrival, which
+      // publishes the tile's staged indices.
+      MbarInit(SmemAddr(&sm.full[s][0]), 2 * kProducers);
+      MbarInit(SmemAddr(&sm.full[s][1]), kProducers);
+      MbarInit(SmemAddr(&sm.empty[s][0]), 128);  // warpgroup 0's threads
+      MbarInit(SmemAddr(&sm.empty[s][1]), 128);  // warpgroup 1's threads
+    }
   }
   __syncthreads();
-  gather(0, 0, kThreads / 32);
-  CpAsyncCommit();
-  if (wg == 1) {
-    if (num_tiles > 1) gather(1, 4, 4);
-    CpAsyncCommit();
-    CpAsyncWait<1>();
-  } else {
-    CpAsyncWait<0>();
+
+  if (wg == 2) {
+    // ---- Producer: Q, then per tile t the indices (loaded one tile ahead) and the two halves.
+    WarpgroupRegsDec<kProducerRegs>();
+    const int pw = warp - 8, i = tid - kConsumers;  // producer warp 0-3; index 0-127
+    CopyTileRows<kWholeRows>(q_addr, pw, 4, lane, [&](int row, bool* ok) {
+      const int rg = m0 + row;
+      *ok = rg < rows_b;
+      const long long tok = *ok ? rg / kHeads : 0;
+      return reinterpret_cast<const char*>(p.q + (rq.q0 + tok) * p.q_stride_n + (rg % kHeads) * p.q_stride_h);
+    });
+    CpAsyncMbarArrive(bar_q);
+    long long raw_next = i < kTile ? kv_rows.Raw(p, 0, i) : kPastEnd;
+    for (int t = 0; t < num_tiles; ++t) {
+      if (i < kTile) {  // warps 8 and 9, whole
+        const long long raw = raw_next;
+        raw_next = t + 1 < num_tiles ? kv_rows.Raw(p, t + 1, i) : kPastEnd;
+        const long long v = kv_rows.Validate(p, raw);
+        sm.idx[t % kIdxRing][i] = v;
+        const unsigned bits = __ballot_sync(0xffffffffu, v >= 0);
+        if (lane == 0) sm.valid[t % kIdxRing][i >> 5] = bits;
+      }
+      NamedBarrier(kBarProducer, kProducers);
+      const long long* idx = sm.idx[t % kIdxRing];
+      const unsigned stage = SmemAddr(sm.kv[t & 1]);
+      const unsigned refill = ((t >> 1) & 1) ^ 1;  // tile t - 2's phase of the empty barriers
+      const char* base = reinterpret_cast<const char*>(kv_rows.base);
+      auto row_src = [&](int row, bool* ok) {
+        const long long s = idx[row];
+        *ok = s >= 0;
+        return base + (s < 0 ? 0 : s) * kv_rows.stride * 2;
+      };
+      if (t >= 2) MbarWait(empty_bar(t, 0), refill);
+      CopyTileRows<kLowHalf>(stage, pw, 4, lane, row_src);
+      CpAsyncMbarArrive(full_bar(t, 0));
+      MbarArrive(full_bar(t, 0));  // sm.valid of tile t
+      if (t >= 2) MbarWait(empty_bar(t, 1), refill);
+      CopyTileRows<kHighHalf>(stage, pw, 4, lane, row_src);
+      CpAsyncMbarArrive(full_bar(t, 1));
+    }
+    CpAsyncWait<0>();  // every copy has landed by now (the consumers waited for them); for the tools
+    return;
   }
-  FenceProxyAsyncShared();  // this thread's cp.async writes, for the wgmma reads
-  __syncthreads();          // Q and tile 0 complete
 
-  // Named barriers (bar.sync by the waiting warpgroup, bar.arrive by the other; 256 threads each).
-  constexpr int kBarFull = 1;     // tile t+1 landed in its stage (1 -> 0)
-  constexpr int kBarPReady = 2;   // P and alpha of tile t written (0 -> 1)
-  constexpr int kBarPv1Done = 3;  // warpgroup 1 done reading P, alpha and the stage of tile t (1 -> 0)
-  constexpr int kBarPv0Done = 4;  // warpgroup 0 done with the stage of tile t (0 -> 1)
-
+  WarpgroupRegsInc<kConsumerRegs>();
   // This thread's accumulator rows (both warpgroups use the same rows; O columns differ).
   const int row0 = 16 * wq + (lane >> 2);
   float o[128];
@@ -170,6 +209,13 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       }
     }
   };
+  // Waits for half h of tile t. cp.async writes through the generic proxy, so the consumer's fence
+  // then orders its wgmma reads after them.
+  auto wait_full = [&](int t, int h) {
+    MbarWait(full_bar(t, h), (t >> 1) & 1);
+    FenceProxyAsyncShared();
+  };
+  auto release = [&](int t, int h) { MbarArrive(empty_bar(t, h)); };  // half h of tile t is read
   // O += P.V over value columns 256 * wg ...: V is N-major (KV rows = K) in groups 4wg..4wg+3.
   auto issue_pv = [&](unsigned kv_addr) {
     const unsigned long long pd = Opaque(WgmmaDesc(p_addr, 16, kAtomBytes));
@@ -188,17 +234,22 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   if (wg == 0) {
     const float scale = tree ? p.tree_scale_log2 : p.prefix_scale_log2;
     float s[32];
-    // S = Q.K^T of tile t: 36 k-steps of 16 dims; step ks is group ks / 4, +32 bytes within it.
+    // S = Q.K^T of tile t: 36 k-steps of 16 dims; step ks is group ks / 4, +32 bytes within it. The
+    // low half's 16 steps go out as soon as it has landed, the high half's 20 when it has.
     auto issue_qk = [&](int t) {
       const unsigned long long qd = Opaque(WgmmaDesc(q_addr, 16, kAtomBytes));
-      const unsigned long long kd = WgmmaDesc(SmemAddr(sm.kv[t % 2]), 16, kAtomBytes);
+      const unsigned long long kd = WgmmaDesc(SmemAddr(sm.kv[t & 1]), 16, kAtomBytes);
+      wait_full(t, 0);
 #pragma unroll
       for (int ks = 0; ks < kKDim / 16; ++ks) {
+        if (ks == 16) wait_full(t, 1);
         const unsigned off = (ks >> 2) * kGroupBytes + (ks & 3) * 32;
         WgmmaM64N64K16(s, WgmmaDescAdvance(qd, off), WgmmaDescAdvance(kd, off), ks > 0);
       }
       WgmmaCommit();
     };
+    MbarWait(bar_q, 0);
+    FenceProxyAsyncShared();
     WgmmaFence();
     issue_qk(0);
     WgmmaWait<0>();
@@ -238,7 +289,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
         l_run[h] = l_run[h] * alpha[h] + sum;
       }
       // ---- P and alpha to shared memory once warpgroup 1 is done with tile t-1's.
-      if (t > 0) NamedBarrier(kBarPv1Done, kThreads);
+      if (t > 0) NamedBarrier(kBarPv1Done, kConsumers);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = row0 + 8 * h;
@@ -249,19 +300,35 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
         if ((lane & 3) == 0) sm.alpha[row] = alpha[h];
       }
       FenceProxyAsyncShared();  // P, for the wgmma reads of both warpgroups
-      NamedBarrierArrive(kBarPReady, kThreads);
-      // ---- O0 += P.V, and right behind it the next tile's Q.K^T.
+      NamedBarrierArrive(kBarPReady, kConsumers);
+      // ---- O0 += P.V, then the next tile's Q.K^T. The low half of tile t's stage is free once
+      // this P.V is done (Q.K^T of tile t was waited for before the softmax). If tile t+1 has landed,
+      // its Q.K^T goes out right behind the P.V (the tensor cores go from one to the other); if not,
+      // the P.V is finished first and the half released, so that the gather of tile t+2 does not wait
+      // for tile t+1's. The decision is warpgroup-uniform (wgmma is issued by the whole warpgroup).
       rescale_o(alpha[0], alpha[1]);
-      issue_pv(SmemAddr(sm.kv[t % 2]));
-      // kBarPv0Done only while a tile t+2 is to be gathered into this stage (the same condition on
-      // both sides; and warpgroup 0 reaches it only after kBarFull, i.e. after warpgroup 1 has waited
-      // on the previous one, so two phases of the barrier never mix).
+      issue_pv(SmemAddr(sm.kv[t & 1]));
+      bool landed = false;
       if (t + 1 < num_tiles) {
-        NamedBarrier(kBarFull, kThreads);
+        if (wq == 0 && lane == 0) {
+          const unsigned par = ((t + 1) >> 1) & 1;
+          sm.landed[t & 1] = MbarTest(full_bar(t + 1, 0), par) && MbarTest(full_bar(t + 1, 1), par);
+        }
+        NamedBarrier(kBarWg0, 128);
+        landed = sm.landed[t & 1] != 0;
+      }
+      if (t + 1 < num_tiles && !landed) {
+        WgmmaWait<0>();
+        WgmmaPin(o);
+        if (t + 2 < num_tiles) release(t, 0);
+        issue_qk(t + 1);
+        WgmmaWait<0>();
+        WgmmaPin(s);
+      } else if (t + 1 < num_tiles) {
         issue_qk(t + 1);
         WgmmaWait<1>();
         WgmmaPin(o);
-        if (t + 2 < num_tiles) NamedBarrierArrive(kBarPv0Done, kThreads);
+        if (t + 2 < num_tiles) release(t, 0);
         WgmmaWait<0>();
         WgmmaPin(s);
       } else {
@@ -269,40 +336,27 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
         WgmmaPin(o);
       }
     }
-    NamedBarrier(kBarPv1Done, kThreads);  // the last tile's: warpgroup 1 is done with alpha and P
+    NamedBarrier(kBarPv1Done, kConsumers);  // the last tile's: warpgroup 1 is done with alpha and P
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float l = QuadSum(l_run[h]);
       if ((lane & 3) == 0) row_sums[row0 + 8 * h] = l;
     }
   } else {
-    const int li = tid - 128;  // warps 4 and 5 stage the indices of tile t+2
     for (int t = 0; t < num_tiles; ++t) {
-      const bool has_next = t + 1 < num_tiles, has_next2 = t + 2 < num_tiles;
-      const long long raw = li < kTile && has_next2 ? load_raw(t + 2, li) : kPastEnd;  // used after P.V
-      NamedBarrier(kBarPReady, kThreads);
-      if (has_next) {  // tile t+1 was gathered a whole tile ago
-        CpAsyncWait<0>();
-        FenceProxyAsyncShared();
-        NamedBarrierArrive(kBarFull, kThreads);
-      }
+      NamedBarrier(kBarPReady, kConsumers);
+      wait_full(t, 1);  // complete already (warpgroup 0 waited for it); the fence is this thread's
       rescale_o(sm.alpha[row0], sm.alpha[row0 + 8]);
-      issue_pv(SmemAddr(sm.kv[t % 2]));
+      issue_pv(SmemAddr(sm.kv[t & 1]));
       WgmmaWait<0>();
       WgmmaPin(o);
       // Warpgroup 0 overwrites alpha and P once this arrives: bar.arrive orders this thread's
       // earlier reads before the barrier completes (PTX ISA, barrier{.cta}).
-      NamedBarrierArrive(kBarPv1Done, kThreads);
-      if (has_next2) {
-        if (li < kTile) stage(t + 2, li, raw);
-        NamedBarrier(kBarPv0Done, kThreads);  // warpgroup 0 is done with tile t's stage
-        gather(t + 2, 4, 4);
-        CpAsyncCommit();
-      }
+      NamedBarrierArrive(kBarPv1Done, kConsumers);
+      if (t + 2 < num_tiles) release(t, 1);  // high half: Q.K^T and this P.V done
     }
-    CpAsyncWait<0>();  // nothing is pending by now; waiting says so to the sanitizers
   }
-  __syncthreads();  // row sums visible; every wgmma has completed (KV stages free for staging O)
+  NamedBarrier(kBarConsumers, kConsumers);  // row sums visible; every wgmma has completed
 
   // ---- Normalized partial O through shared memory (stage 0, rows of 1 KB with 16-byte chunks
   // XOR-swizzled by row % 8), then written with coalesced 16-byte stores; LSE from warpgroup 0.
@@ -323,10 +377,10 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     if (wg == 0 && (lane & 3) == 0 && m0 + row < rows_b)
       part_lse[m0 + row] = l > 0.f ? m_run[h] + __log2f(l) : NegInf();
   }
-  __syncthreads();
+  NamedBarrier(kBarConsumers, kConsumers);
   const int rows = rows_b - m0 < kRows ? rows_b - m0 : kRows;
   uint4* out = reinterpret_cast<uint4*>(part_o + static_cast<long long>(m0) * kVDim);
-  for (int i = tid; i < rows * 64; i += kThreads) {
+  for (int i = tid; i < rows * 64; i += kConsumers) {
     const int row = i >> 6, chunk = i & 63;
     out[i] = *reinterpret_cast<const uint4*>(stage_o + row * 1024 + ((chunk ^ (row & 7)) << 4));
   }

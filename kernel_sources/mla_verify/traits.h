@@ -20,8 +20,8 @@ namespace mla {
 constexpr int kKDim = 576;  // latent 512 + rope 64
 constexpr int kVDim = 512;
 constexpr int kPRowElems = 64;  // P rows are 128 bytes whatever the KV tile (<= 64 columns)
-constexpr int kIdxRing = 3;    // slot-index buffers: tile t is computed while t+1 is gathered and
-                               // t+2's indices are staged
+constexpr int kIdxRing = 3;    // slot-index buffers: tile t's are staged while tiles t-1 and (on
+                               // sm_90a) t-2 may still be read
 
 template <int kMTiles_, int kRowGroups_, int kKvTile_, int kColGroups_ = 4>
 struct TileConfig {
@@ -74,12 +74,17 @@ static_assert(sizeof(SmemPlan<ConfigLarge>) <= kSmemLimitLarge, "large tile exce
 static_assert(sizeof(SmemPlan<ConfigSmall>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
 static_assert(sizeof(SmemPlan<ConfigSmall32>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
 
-// The sm_90a tile (split_wgmma.cuh): 64 query rows x 64 KV rows, two warpgroups; its
-// shared-memory plan is WgmmaSmem.
+// The sm_90a tile (split_wgmma.cuh): 64 query rows x 64 KV rows; warpgroups 0 and 1 compute,
+// warpgroup 2 gathers. The launch gives each thread 168 registers (64,512 per CTA); the producer
+// hands 112 of its own back and each consumer takes 56 more. Its shared-memory plan is WgmmaSmem.
 struct ConfigWgmma {
   static constexpr int kRows = 64;
   static constexpr int kKvTile = 64;
-  static constexpr int kThreads = 256;
+  static constexpr int kThreads = 384;
+  static constexpr int kProducerRegs = 56;
+  static constexpr int kConsumerRegs = 224;
+  static_assert(128 * (kProducerRegs + 2 * kConsumerRegs) <= 65536 / kThreads / 8 * 8 * kThreads,
+                "the warpgroups' registers fit what the launch allots the CTA");
 };
 
 // Shared memory of the sm_90a split kernel: 128-byte-swizzled groups of 64 rows x 64 bf16
@@ -94,6 +99,10 @@ struct WgmmaSmem {
   float alpha[64];                    // per-row rescale of O for the current tile (warpgroup 0 -> 1)
   long long idx[kIdxRing][64];        // source row per KV row of a staged tile; -1 = masked
   unsigned valid[kIdxRing][2];        // bit i of word w: KV row 32w + i of that tile is valid
+  unsigned landed[2];                 // warpgroup 0's decision per tile parity: tile t+1 had landed
+  unsigned long long bar_q;           // mbarriers: Q landed;
+  unsigned long long full[2][2];      // stage s, half h landed (dims 0-255 | 256-575);
+  unsigned long long empty[2][2];     // stage s, half h no longer read
 };
 // The kernel aligns its dynamic shared memory to 1024 bytes itself, so it asks for that much more
 // (its static shared memory, the CTA's error word, comes first in the same 227 KB).
