@@ -9,16 +9,17 @@
 //   256 columns. When the next tile has landed by then, its Q.K^T goes out right behind the P.V (the
 //   tensor cores go from one to the other); when not, the P.V is finished first and its half of the
 //   stage released, so the next gather into it does not wait for the late tile.
-// - warpgroup 1 adds P.V into O's last 256 columns while warpgroup 0 moves on.
-// - warpgroup 2, the producer, stages the slot indices and gathers the KV tiles with cp.async into a
-//   2-stage ring, each stage in two halves (dims 0-255: read by Q.K^T and warpgroup 0's P.V; dims
-//   256-575: Q.K^T and warpgroup 1's P.V) with a "full" and an "empty" mbarrier per half. It never
-//   waits for its own copies (cp.async arrives on the full barrier when they land), so a half is
-//   refilled as soon as its last reader is done, whatever the other half is doing.
+// - warpgroup 1 adds P.V into O's last 256 columns. It is the last reader of each stage's high half
+//   (dims 256-575: Q.K^T of the tile is done before the softmax), so right after its P.V of tile t
+//   it gathers tile t + 2's high half into the same place itself, with no hand-over.
+// - warpgroup 2, the producer, stages each tile's slot indices (loaded a tile ahead) and gathers the
+//   low halves (dims 0-255) with cp.async, each as soon as warpgroup 0 releases it ("empty").
+// Tiles live in a 2-stage ring; every half has a "full" mbarrier that cp.async itself completes
+// (`cp.async.mbarrier.arrive`), so no thread waits for its own copies.
 // The consumers hold their half of O (64 x 256 fp32, 128 registers per thread) and take registers
-// from the producer (setmaxnreg). Against the two-warpgroup kernel it replaced (warpgroup 1 gathered,
-// and waited for each tile to land before its P.V, so a tile's load sat on the critical path): the
-// H8 shapes K2/K3/K6/K7 take 2-15% less time, K4 (D64) and K5 (H64) 4-7% more
+// from the producer (setmaxnreg). Against the two-warpgroup kernel this replaced (warpgroup 1
+// gathered both halves and waited for tile t+1 to land before its P.V of tile t, so each tile's load
+// sat on the critical path), K2-K6 take 12-18% less time, K7 15% less
 // (bench/results/kernel_bench-2026-11-29-h200-producer.md).
 //
 // Shared-memory tiles are 128-byte-swizzled "groups" of 64 rows x 64 bf16 (wgmma.cuh): Q and each
@@ -122,11 +123,22 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
 
   const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end);
   constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
+  // Source row of KV row `row` of tile t (its indices staged): ok = false for a masked row.
+  auto tile_row_src = [&](int t) {
+    const long long* idx = sm.idx[t % kIdxRing];
+    const char* base = reinterpret_cast<const char*>(kv_rows.base);
+    return [idx, base, &kv_rows](int row, bool* ok) {
+      const long long s = idx[row];
+      *ok = s >= 0;
+      return base + (s < 0 ? 0 : s) * kv_rows.stride * 2;
+    };
+  };
 
   // Barriers. Named (bar.sync by the waiting side, bar.arrive by the other): warpgroups 0 and 1
   // (256 threads) for P and alpha; the producer's own warps; warpgroup 0's warps; the consumers'
-  // epilogue. mbarriers: Q landed; per stage s and half h, "full" (the half landed, and for the low
-  // half the tile's staged indices are visible) and "empty" (the half's last reader is done).
+  // epilogue. mbarriers: Q landed; per stage s: "staged" (the tile's slot indices are in shared
+  // memory), per half h "full" (the half landed; for the low half also the indices' valid bits are
+  // visible), and for the low half "empty" (its last reader, warpgroup 0, is done with it).
   constexpr int kBarPReady = 1;     // P and alpha of tile t written (0 -> 1)
   constexpr int kBarPv1Done = 2;    // warpgroup 1 done reading P and alpha of tile t (1 -> 0)
   constexpr int kBarProducer = 3;   // the producer's warps: tile t's indices staged
@@ -135,22 +147,23 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   constexpr int kConsumers = 256, kProducers = 128;
   const unsigned bar_q = SmemAddr(&sm.bar_q);
   auto full_bar = [&](int t, int h) { return SmemAddr(&sm.full[t & 1][h]); };
-  auto empty_bar = [&](int t, int h) { return SmemAddr(&sm.empty[t & 1][h]); };
+  auto empty_bar = [&](int t) { return SmemAddr(&sm.empty[t & 1]); };
+  auto staged_bar = [&](int t) { return SmemAddr(&sm.staged[t & 1]); };
   if (tid == 0) {
     MbarInit(bar_q, kProducers);
     for (int s = 0; s < 2; ++s) {
-      // Every producer thread's copies, and on the low half also its plain arrival, which
-      // publishes the tile's staged indices.
+      MbarInit(SmemAddr(&sm.staged[s]), kProducers);
+      // The low half: every producer thread's copies and its plain arrival (the valid bits); the
+      // high half: the copies of warpgroup 1's threads.
       MbarInit(SmemAddr(&sm.full[s][0]), 2 * kProducers);
-      MbarInit(SmemAddr(&sm.full[s][1]), kProducers);
-      MbarInit(SmemAddr(&sm.empty[s][0]), 128);  // warpgroup 0's threads
-      MbarInit(SmemAddr(&sm.empty[s][1]), 128);  // warpgroup 1's threads
+      MbarInit(SmemAddr(&sm.full[s][1]), 128);
+      MbarInit(SmemAddr(&sm.empty[s]), 128);  // warpgroup 0's threads
     }
   }
   __syncthreads();
 
   if (wg == 2) {
-    // ---- Producer: Q, then per tile t the indices (loaded one tile ahead) and the two halves.
+    // ---- Producer: Q, then per tile t the indices (loaded one tile ahead) and the low half.
     WarpgroupRegsDec<kProducerRegs>();
     const int pw = warp - 8, i = tid - kConsumers;  // producer warp 0-3; index 0-127
     CopyTileRows<kWholeRows>(q_addr, pw, 4, lane, [&](int row, bool* ok) {
@@ -171,22 +184,11 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
         if (lane == 0) sm.valid[t % kIdxRing][i >> 5] = bits;
       }
       NamedBarrier(kBarProducer, kProducers);
-      const long long* idx = sm.idx[t % kIdxRing];
-      const unsigned stage = SmemAddr(sm.kv[t & 1]);
-      const unsigned refill = ((t >> 1) & 1) ^ 1;  // tile t - 2's phase of the empty barriers
-      const char* base = reinterpret_cast<const char*>(kv_rows.base);
-      auto row_src = [&](int row, bool* ok) {
-        const long long s = idx[row];
-        *ok = s >= 0;
-        return base + (s < 0 ? 0 : s) * kv_rows.stride * 2;
-      };
-      if (t >= 2) MbarWait(empty_bar(t, 0), refill);
-      CopyTileRows<kLowHalf>(stage, pw, 4, lane, row_src);
+      MbarArrive(staged_bar(t));  // for warpgroup 1's gather of the high half
+      if (t >= 2) MbarWait(empty_bar(t), ((t >> 1) & 1) ^ 1);  // tile t - 2's phase
+      CopyTileRows<kLowHalf>(SmemAddr(sm.kv[t & 1]), pw, 4, lane, tile_row_src(t));
       CpAsyncMbarArrive(full_bar(t, 0));
       MbarArrive(full_bar(t, 0));  // sm.valid of tile t
-      if (t >= 2) MbarWait(empty_bar(t, 1), refill);
-      CopyTileRows<kHighHalf>(stage, pw, 4, lane, row_src);
-      CpAsyncMbarArrive(full_bar(t, 1));
     }
     CpAsyncWait<0>();  // every copy has landed by now (the consumers waited for them); for the tools
     return;
@@ -215,7 +217,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     MbarWait(full_bar(t, h), (t >> 1) & 1);
     FenceProxyAsyncShared();
   };
-  auto release = [&](int t, int h) { MbarArrive(empty_bar(t, h)); };  // half h of tile t is read
+
   // O += P.V over value columns 256 * wg ...: V is N-major (KV rows = K) in groups 4wg..4wg+3.
   auto issue_pv = [&](unsigned kv_addr) {
     const unsigned long long pd = Opaque(WgmmaDesc(p_addr, 16, kAtomBytes));
@@ -320,7 +322,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       if (t + 1 < num_tiles && !landed) {
         WgmmaWait<0>();
         WgmmaPin(o);
-        if (t + 2 < num_tiles) release(t, 0);
+        if (t + 2 < num_tiles) MbarArrive(empty_bar(t));
         issue_qk(t + 1);
         WgmmaWait<0>();
         WgmmaPin(s);
@@ -328,7 +330,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
         issue_qk(t + 1);
         WgmmaWait<1>();
         WgmmaPin(o);
-        if (t + 2 < num_tiles) release(t, 0);
+        if (t + 2 < num_tiles) MbarArrive(empty_bar(t));
         WgmmaWait<0>();
         WgmmaPin(s);
       } else {
@@ -343,6 +345,14 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       if ((lane & 3) == 0) row_sums[row0 + 8 * h] = l;
     }
   } else {
+    // The high half of every tile: warpgroup 1 is its last reader (Q.K^T of tile t is done before
+    // warpgroup 0's softmax), so it refills it with tile t + 2 as soon as its P.V of tile t is done.
+    auto gather_high = [&](int t) {
+      MbarWait(staged_bar(t), (t >> 1) & 1);
+      CopyTileRows<kHighHalf>(SmemAddr(sm.kv[t & 1]), wq, 4, lane, tile_row_src(t));
+      CpAsyncMbarArrive(full_bar(t, 1));
+    };
+    for (int t = 0; t < 2 && t < num_tiles; ++t) gather_high(t);
     for (int t = 0; t < num_tiles; ++t) {
       NamedBarrier(kBarPReady, kConsumers);
       wait_full(t, 1);  // complete already (warpgroup 0 waited for it); the fence is this thread's
@@ -353,8 +363,9 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       // Warpgroup 0 overwrites alpha and P once this arrives: bar.arrive orders this thread's
       // earlier reads before the barrier completes (PTX ISA, barrier{.cta}).
       NamedBarrierArrive(kBarPv1Done, kConsumers);
-      if (t + 2 < num_tiles) release(t, 1);  // high half: Q.K^T and this P.V done
+      if (t + 2 < num_tiles) gather_high(t + 2);
     }
+    CpAsyncWait<0>();  // every copy has landed by now (its tiles were waited for); for the tools
   }
   NamedBarrier(kBarConsumers, kConsumers);  // row sums visible; every wgmma has completed
 

@@ -74,8 +74,8 @@ static_assert(sizeof(SmemPlan<ConfigLarge>) <= kSmemLimitLarge, "large tile exce
 static_assert(sizeof(SmemPlan<ConfigSmall>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
 static_assert(sizeof(SmemPlan<ConfigSmall32>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
 
-// The sm_90a tile (split_wgmma.cuh): 64 query rows x 64 KV rows; warpgroups 0 and 1 compute,
-// warpgroup 2 gathers. The launch gives each thread 168 registers (64,512 per CTA); the producer
+// The sm_90a tile (split_wgmma.cuh): 64 query rows x 64 KV rows; warpgroups 0 and 1 compute (and 1
+// gathers the high halves), warpgroup 2 stages indices and gathers the low halves. The launch gives each thread 168 registers (64,512 per CTA); the producer
 // hands 112 of its own back and each consumer takes 56 more. Its shared-memory plan is WgmmaSmem.
 struct ConfigWgmma {
   static constexpr int kRows = 64;
@@ -101,8 +101,9 @@ struct WgmmaSmem {
   unsigned valid[kIdxRing][2];        // bit i of word w: KV row 32w + i of that tile is valid
   unsigned landed[2];                 // warpgroup 0's decision per tile parity: tile t+1 had landed
   unsigned long long bar_q;           // mbarriers: Q landed;
+  unsigned long long staged[2];       // stage s's tile has its indices staged;
   unsigned long long full[2][2];      // stage s, half h landed (dims 0-255 | 256-575);
-  unsigned long long empty[2][2];     // stage s, half h no longer read
+  unsigned long long empty[2];        // stage s, low half no longer read
 };
 // The kernel aligns its dynamic shared memory to 1024 bytes itself, so it asks for that much more
 // (its static shared memory, the CTA's error word, comes first in the same 227 KB).
