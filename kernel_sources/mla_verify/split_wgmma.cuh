@@ -19,7 +19,7 @@
 // The consumers hold their half of O (64 x 256 fp32, 128 registers per thread) and take registers
 // from the producer (setmaxnreg). Against the two-warpgroup kernel this replaced (warpgroup 1
 // gathered both halves and waited for tile t+1 to land before its P.V of tile t, so each tile's load
-// sat on the critical path), K2-K6 take 12-18% less time, K7 15% less
+// sat on the critical path), KERNEL.md's K2-K7 take 9-19% less time
 // (bench/results/kernel_bench-2026-11-29-h200-producer.md).
 //
 // Shared-memory tiles are 128-byte-swizzled "groups" of 64 rows x 64 bf16 (wgmma.cuh): Q and each
