@@ -54,7 +54,7 @@ StatusOr<DeviceRuntime*> Daemon::Device(int64_t ordinal) {
   return devices[ordinal].get();
 }
 
-Status StartDaemon(Daemon* d) {
+Status StartDaemon(Daemon* d, const StatusOr<std::vector<driver::DeviceInfo>>& devices) {
   cache::Options copts;
   copts.dir = d->flags.cache_dir;
   d->cache = cache::CubinCache::Open(copts);
@@ -62,12 +62,12 @@ Status StartDaemon(Daemon* d) {
   d->compiler = std::make_unique<kernels::KernelCompiler>(d->cache.get());
 
   std::vector<driver::DeviceInfo> infos;
-  if (auto devs = driver::Devices(); !devs.ok()) {
-    d->compile_only_reason = std::string(devs.status().message());
-  } else if (devs->empty()) {
+  if (!devices.ok()) {
+    d->compile_only_reason = std::string(devices.status().message());
+  } else if (devices->empty()) {
     d->compile_only_reason = "compile-only: no CUDA device";
   } else {
-    infos = *devs;
+    infos = *devices;
   }
   if (infos.empty()) Log(LogLevel::kInfo, d->compile_only_reason);
   std::vector<std::string> archs;

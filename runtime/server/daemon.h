@@ -46,9 +46,10 @@ struct Daemon {
   StatusOr<DeviceRuntime*> Device(int64_t ordinal);
 };
 
-// Enumerates devices, compiles the catalog for every distinct arch (+ --arch extras) with a
-// progress line on stderr, loads modules per device. Compile failures are reported and fatal
-// only when a device ends up without its kernels.
-Status StartDaemon(Daemon* d);
+// Given the process's device enumeration (an error or no device: compile-only), compiles the
+// catalog for every distinct arch (+ --arch extras) with a progress line on stderr, loads modules
+// per device. Compile failures are reported and fatal only when a device ends up without its
+// kernels.
+Status StartDaemon(Daemon* d, const StatusOr<std::vector<driver::DeviceInfo>>& devices);
 
 }  // namespace kjit::server

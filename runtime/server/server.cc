@@ -54,7 +54,8 @@ Status RunDaemon(const Flags& flags) {
   builder.RegisterService(&inference);
   builder.RegisterService(&kernel);
   builder.RegisterService(&health);
-  // One fast-path thread per GPU (ServerLive, ModelInfer), at least one.
+  // One fast-path thread per GPU (ServerLive, ModelInfer), at least one. The enumeration is also
+  // StartDaemon's.
   const auto gpus = driver::Devices();
   FastPath fast(&inference, &builder, gpus.ok() ? static_cast<int>(gpus->size()) : 1);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -72,7 +73,7 @@ Status RunDaemon(const Flags& flags) {
                                     flags.listen.empty() ? "" : absl::StrCat(" and ", flags.listen)));
 
   // Startup (compile and load) happens while already answering health, so supervisors can watch.
-  if (Status s = StartDaemon(&d); !s.ok()) {
+  if (Status s = StartDaemon(&d, gpus); !s.ok()) {
     health.Shutdown();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     fast.Shutdown();
