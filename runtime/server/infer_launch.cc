@@ -59,14 +59,14 @@ std::vector<T> As(const std::vector<uint8_t>& bytes) {
 }  // namespace
 
 Status CheckIndptrs(ParsedInfer* p, const IndptrCopies& cuda_copies) {
-  auto read = [&](int slot, int k) -> StatusOr<std::vector<uint8_t>> {
-    const int idx = p->layout.input_slot[slot];
+  auto read = [&](int k) -> StatusOr<std::vector<uint8_t>> {
+    const int idx = p->layout.input_slot[kIndptrSlots[k]];
     if (idx < 0) return std::vector<uint8_t>();
     return ReadToHost(p->inputs[idx].name, p->input_src[idx], p->inputs[idx].byte_size, cuda_copies[k]);
   };
-  KJIT_ASSIGN_OR_RETURN(auto qo, read(kSlotQoIndptr, 0));
-  KJIT_ASSIGN_OR_RETURN(auto kv, read(kSlotKvIndptr, 1));
-  KJIT_ASSIGN_OR_RETURN(auto mask, read(kSlotMaskIndptr, 2));
+  KJIT_ASSIGN_OR_RETURN(auto qo, read(0));
+  KJIT_ASSIGN_OR_RETURN(auto kv, read(1));
+  KJIT_ASSIGN_OR_RETURN(auto mask, read(2));
   const auto qo32 = As<int32_t>(qo), kv32 = As<int32_t>(kv);
   const auto mask64 = As<int64_t>(mask);
   KJIT_RETURN_IF_ERROR(kernels::CheckMlaVerifyIndptrs(qo32, kv32, mask64, &p->problem));
@@ -76,9 +76,8 @@ Status CheckIndptrs(ParsedInfer* p, const IndptrCopies& cuda_copies) {
   // staging from pageable memory would synchronize the stream on the host; the kernels' own checks
   // against the validated sizes keep it inside the buffers (KERNEL.md error word).
   const std::vector<uint8_t>* copies[] = {&qo, &kv, &mask};
-  const int slots[] = {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr};
   for (int k = 0; k < 3; ++k) {
-    const int idx = p->layout.input_slot[slots[k]];
+    const int idx = p->layout.input_slot[kIndptrSlots[k]];
     if (idx < 0) continue;
     TensorSource& src = p->input_src[idx];
     if (src.kind == Kind::kCuda && !p->signal_event.empty()) continue;
@@ -92,7 +91,7 @@ Status CheckIndptrs(ParsedInfer* p, const IndptrCopies& cuda_copies) {
 }
 
 bool HasCudaIndptr(const ParsedInfer& p) {
-  for (int slot : {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr}) {
+  for (int slot : kIndptrSlots) {
     const int i = p.layout.input_slot[slot];
     if (i >= 0 && p.input_src[i].kind == Kind::kCuda) return true;
   }
@@ -144,9 +143,8 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     const CUstream rb = dev->readback_stream();
     size_t bytes = 0;
     size_t off[3] = {0, 0, 0};
-    const int slots[3] = {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr};
     for (int k = 0; k < 3; ++k) {
-      const int i = p->layout.input_slot[slots[k]];
+      const int i = p->layout.input_slot[kIndptrSlots[k]];
       if (i < 0 || p->input_src[i].kind != Kind::kCuda) continue;
       off[k] = bytes;
       bytes += AlignUp(p->inputs[i].byte_size);
@@ -159,7 +157,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     }
     IndptrCopies copies = {nullptr, nullptr, nullptr};
     for (int k = 0; k < 3; ++k) {
-      const int i = p->layout.input_slot[slots[k]];
+      const int i = p->layout.input_slot[kIndptrSlots[k]];
       if (i < 0 || p->input_src[i].kind != Kind::kCuda) continue;
       const TensorSource& s = p->input_src[i];
       copies[k] = host + off[k];

@@ -17,9 +17,8 @@
 
 namespace kjit::server {
 
-// Positions in kernels::kMlaVerifyInputs of the index pointers the server reads on the host.
-inline constexpr int kSlotQoIndptr = kernels::kInQoIndptr, kSlotKvIndptr = kernels::kInKvIndptr,
-                     kSlotMaskIndptr = kernels::kInMaskIndptr;
+// Schema positions of the index pointers the server reads on the host, in IndptrCopies' order.
+inline constexpr int kIndptrSlots[3] = {kernels::kInQoIndptr, kernels::kInKvIndptr, kernels::kInMaskIndptr};
 
 struct TensorSource {
   enum class Kind { kInline, kSystem, kCuda } kind = Kind::kInline;

@@ -57,14 +57,14 @@ TEST_F(InferRequestTest, LaunchUsesTheValidatedCopyNotTheRegion) {
   auto parsed = ParseInferRequest(&d_, RegionIndptrRequest());
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ParsedInfer p = *std::move(parsed);
-  EXPECT_EQ(Source(p, kSlotQoIndptr).kind, TensorSource::Kind::kSystem);
+  EXPECT_EQ(Source(p, kernels::kInQoIndptr).kind, TensorSource::Kind::kSystem);
   ASSERT_TRUE(CheckIndptrs(&p).ok());
   // The client now rewrites every index pointer with offsets far outside its buffers.
   Write<int32_t>(0, {0, 1 << 30});
   Write<int32_t>(64, {0, 1 << 30});
   Write<int64_t>(128, {std::numeric_limits<int64_t>::max() - 4, 0});
   const std::string want[] = {Bytes<int32_t>({0, 2}), Bytes<int32_t>({0, 3}), Bytes<int64_t>({0, 10})};
-  const int slots[] = {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr};
+  const auto& slots = kIndptrSlots;
   for (int k = 0; k < 3; ++k) {
     const TensorSource& s = Source(p, slots[k]);
     EXPECT_EQ(s.kind, TensorSource::Kind::kInline) << "slot " << slots[k];
@@ -95,7 +95,7 @@ TEST_F(InferRequestTest, UnregisterAfterParseKeepsTheMappingAlive) {
   EXPECT_EQ(d_.regions.FindRegion("host").status().code(), absl::StatusCode::kNotFound);
   // The request's reference keeps the mapping: the check still reads the client's bytes.
   ASSERT_TRUE(CheckIndptrs(&p).ok());
-  EXPECT_EQ(Source(p, kSlotKvIndptr).owned, Bytes<int32_t>({0, 3}));
+  EXPECT_EQ(Source(p, kernels::kInKvIndptr).owned, Bytes<int32_t>({0, 3}));
 }
 
 // Device-resident index pointers reach the check as host copies read back by the launch (pinned
@@ -105,7 +105,7 @@ TEST_F(InferRequestTest, DeviceResidentIndptrsAreCheckedFromTheReadBackCopies) {
   auto parsed = ParseInferRequest(&d_, RegionIndptrRequest());
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ParsedInfer p = *std::move(parsed);
-  const int slots[] = {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr};
+  const auto& slots = kIndptrSlots;
   for (int slot : slots) p.input_src[p.layout.input_slot[slot]].kind = TensorSource::Kind::kCuda;
   EXPECT_TRUE(HasCudaIndptr(p));
   // Without the copies: refused, not read from anywhere else.
@@ -132,7 +132,7 @@ TEST_F(InferRequestTest, BadReadBackCopiesAreRefusedAndSourcesKept) {
   auto parsed = ParseInferRequest(&d_, RegionIndptrRequest());
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ParsedInfer p = *std::move(parsed);
-  for (int slot : {kSlotQoIndptr, kSlotKvIndptr, kSlotMaskIndptr}) {
+  for (int slot : kIndptrSlots) {
     p.input_src[p.layout.input_slot[slot]].kind = TensorSource::Kind::kCuda;
   }
   const std::string qo = Bytes<int32_t>({0, 2}), kv = Bytes<int32_t>({0, 3}), mask = Bytes<int64_t>({0, 9});
