@@ -4,10 +4,7 @@
 // kjit.v1.KernelService stub.
 #pragma once
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <memory>
@@ -16,6 +13,7 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "kjit/v1/kernel_service.grpc.pb.h"
 #include "tests/e2e/daemon_process.h"
+#include "tests/unit/shm_object.h"
 
 namespace kjit::testing {
 
@@ -40,19 +38,14 @@ class ShmDaemonSuite : public DaemonSuite {
   void SetUp() override {
     DaemonSuite::SetUp();
     if (HasFatalFailure()) return;
-    key_ = "/kjit-test-" + std::to_string(getpid()) + "-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    shm_fd_ = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
-    ASSERT_GE(shm_fd_, 0) << key_;
-    ASSERT_EQ(ftruncate(shm_fd_, kShmBytes), 0);
+    shm_ = std::make_unique<ShmObject>(kShmBytes);
+    ASSERT_NE(shm_->map(), nullptr);
+    key_ = shm_->key();
     kernels_ = kjit::v1::KernelService::NewStub(daemon_->Channel());
   }
   // Unlinks the object and unregisters every system region (also when SetUp failed part way).
   void TearDown() override {
-    if (shm_fd_ >= 0) {
-      close(shm_fd_);
-      shm_unlink(key_.c_str());
-    }
+    shm_.reset();
     if (stub_ == nullptr) return;
     grpc::ClientContext ctx;
     inference::SystemSharedMemoryUnregisterResponse r;
@@ -77,8 +70,8 @@ class ShmDaemonSuite : public DaemonSuite {
     inference::SystemSharedMemoryUnregisterResponse resp;
     return stub_->SystemSharedMemoryUnregister(&ctx, req, &resp).error_code();
   }
+  std::unique_ptr<ShmObject> shm_;  // the test's own writes go through shm_->map()
   std::string key_;
-  int shm_fd_ = -1;  // open for the test's own writes
   std::unique_ptr<kjit::v1::KernelService::Stub> kernels_;
 };
 

@@ -1,12 +1,10 @@
 // Lifecycle races against a real compile-only kjitd: unregistering a region, ending the session
 // that owns it, and SIGTERM, each while ModelInfer requests that use it are in flight. The daemon
 // answers each request with a documented code (the region is read or NOT_FOUND) and never crashes.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -53,7 +51,7 @@ class RegionRaceTest : public ShmDaemonSuite {
     ShmDaemonSuite::SetUp();
     if (HasFatalFailure()) return;
     const int32_t qo[2] = {0, 2};
-    ASSERT_EQ(pwrite(shm_fd_, qo, sizeof(qo), 0), static_cast<ssize_t>(sizeof(qo)));
+    std::memcpy(shm_->map(), qo, sizeof(qo));
   }
   StatusCode Register(const std::string& name, const std::string& session = "") {
     return ShmDaemonSuite::Register(name, key_, 0, kShmBytes, session);
@@ -121,10 +119,7 @@ TEST_F(RegionRaceTest, SessionEndsDuringInfer) {
 TEST_F(RegionRaceTest, ObjectTruncatedAfterRegistration) {
   ASSERT_EQ(Register("shrunk"), StatusCode::OK);
   EXPECT_EQ(Infer(stub_.get(), RegionRequest("shrunk")).error_code(), StatusCode::FAILED_PRECONDITION);
-  const int fd = shm_open(key_.c_str(), O_RDWR, 0600);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(ftruncate(fd, 0), 0);  // the client shrinks the object under its registration
-  close(fd);
+  shm_->Resize(0);  // the client shrinks the object under its registration
   const grpc::Status s = Infer(stub_.get(), RegionRequest("shrunk"));
   EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_message();
   EXPECT_NE(s.error_message().find("'qo_indptr'"), std::string::npos) << s.error_message();

@@ -1,9 +1,6 @@
 // Shared memory registration, sessions and kjit.v1.KernelService against a real (compile-only)
 // kjitd: real POSIX shared memory, and the exact status code of every error path.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>

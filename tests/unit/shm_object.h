@@ -1,5 +1,6 @@
 // Test helper: a POSIX shared memory object of a given size, created exclusively under a unique
 // key, mapped read-write, unmapped and unlinked on destruction (also when a test fails midway).
+// Resize plays a client that truncates (or grows) its object under a registration.
 #pragma once
 
 #include <fcntl.h>
@@ -34,6 +35,14 @@ class ShmObject {
   ShmObject& operator=(const ShmObject&) = delete;
 
   const std::string& key() const { return key_; }
+  // The object's new size; the mapping stays (its pages past the new end fault on access).
+  void Resize(size_t size) {
+    const int fd = shm_open(key_.c_str(), O_RDWR, 0600);
+    EXPECT_GE(fd, 0) << key_;
+    if (fd < 0) return;
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(size)), 0);
+    close(fd);
+  }
   uint8_t* map() const { return map_; }  // null when creation failed (the test has failed already)
 
  private:
