@@ -75,8 +75,9 @@ static_assert(sizeof(SmemPlan<ConfigSmall>) <= kSmemLimitSmall, "small tile exce
 static_assert(sizeof(SmemPlan<ConfigSmall32>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
 
 // The sm_90a tile (split_wgmma.cuh): 64 query rows x 64 KV rows; warpgroups 0 and 1 compute (and 1
-// gathers the high halves), warpgroup 2 stages indices and gathers the low halves. The launch gives each thread 168 registers (64,512 per CTA); the producer
-// hands 112 of its own back and each consumer takes 56 more. Its shared-memory plan is WgmmaSmem.
+// gathers the high halves), warpgroup 2 stages indices and gathers the low halves. The launch gives
+// each thread 168 registers (64,512 per CTA); the producer hands 112 of its own back and each
+// consumer takes 56 more. Its shared-memory plan is WgmmaSmem.
 struct ConfigWgmma {
   static constexpr int kRows = 64;
   static constexpr int kKvTile = 64;

@@ -16,7 +16,6 @@ constexpr size_t kAlign = 256;
 template <typename T>
 size_t Bytes(const std::vector<T>& v) { return v.size() * sizeof(T); }
 
-
 }  // namespace
 
 StatusOr<std::unique_ptr<CudaArena>> CudaArena::Create(size_t bytes) {
