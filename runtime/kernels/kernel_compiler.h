@@ -62,8 +62,9 @@ class KernelCompiler {
 };
 
 // Modules of one device (the device's context current on the calling thread). Resolves EVERY
-// lowered name at load (lazy loading hides wrong-arch cubins until lookup) and checks the recorded
-// arch against the device's.
+// lowered name at load (lazy loading hides wrong-arch cubins until lookup), checks the recorded
+// arch against the device's, and lets every kernel use the device's opt-in shared memory (the
+// launchers do not set it per launch).
 class LoadedKernels : public KernelTable {
  public:
   static StatusOr<std::unique_ptr<LoadedKernels>> Load(const std::vector<CompiledKernel>& kernels,

@@ -1,6 +1,7 @@
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/driver/cuda_driver.h"
 #include "runtime/kernels/kernel_compiler.h"
 
 namespace kjit::kernels {
@@ -10,6 +11,18 @@ std::string FunctionKey(std::string_view family, std::string_view spec, std::str
   return absl::StrCat(absl::string_view(family.data(), family.size()), "/",
                       absl::string_view(spec.data(), spec.size()), "/",
                       absl::string_view(expr.data(), expr.size()));
+}
+
+// Lets `fn` use all the dynamic shared memory the device allows a block (beyond the 48 KB default):
+// set once at load rather than before every launch; each plan decides how much it takes.
+Status AllowAllDynamicSmem(CUfunction fn, int optin_bytes) {
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  int static_bytes = 0;
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuFuncGetAttribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn),
+                                     "static shared memory"));
+  return driver::Check(
+      api->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin_bytes - static_bytes),
+      "raise the dynamic shared memory limit");
 }
 
 }  // namespace
@@ -56,6 +69,8 @@ StatusOr<std::unique_ptr<LoadedKernels>> LoadedKernels::Load(const std::vector<C
     for (const auto& [expr, lowered] : k.lowered_names) {
       auto fn = module->Function(lowered);
       if (!fn.ok()) return WithContext(fn.status(), absl::StrCat(what, ": ", expr));
+      if (Status s = AllowAllDynamicSmem(*fn, device.max_smem_per_block_optin); !s.ok())
+        return WithContext(s, absl::StrCat(what, ": ", expr));
       auto [it, inserted] = out->functions_.emplace(FunctionKey(k.spec.family, k.spec.name, expr), *fn);
       if (!inserted) {
         return absl::InvalidArgumentError(absl::StrCat(what, ": ", expr, " loaded twice"));

@@ -137,10 +137,6 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   params.tree_scale_log2 = p.sm_scale * kLog2e;
   params.v_scale = p.v_scale;
 
-  KJIT_RETURN_IF_ERROR(driver::Check(
-      api->cuFuncSetAttribute(split, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                              static_cast<int>(plan.main.dynamic_smem)),
-      "mla_verify: raise the split kernel's dynamic shared memory limit"));
   KJIT_RETURN_IF_ERROR(Launch(*api, split, plan.main, stream, &params, "mla_verify: launch split kernel"));
   return Launch(*api, combine, plan.combine, stream, &params, "mla_verify: launch combine");
 }
