@@ -74,10 +74,11 @@ static_assert(sizeof(SmemPlan<ConfigLarge>) <= kSmemLimitLarge, "large tile exce
 static_assert(sizeof(SmemPlan<ConfigSmall>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
 static_assert(sizeof(SmemPlan<ConfigSmall32>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
 
-// The sm_90a tile (split_wgmma.cuh): 64 query rows x 64 KV rows; warpgroups 0 and 1 compute (and 1
-// gathers the high halves), warpgroup 2 stages indices and gathers the low halves. The launch gives
-// each thread 168 registers (64,512 per CTA); the producer hands 112 of its own back and each
-// consumer takes 56 more. Its shared-memory plan is WgmmaSmem.
+// The sm_90a tile (split_wgmma.cuh): 64 query rows x 64 KV rows; warpgroups 0 and 1 compute
+// ("seesaw": each takes Q.K^T and the softmax of every other tile and adds every tile's P.V into its
+// half of O), warpgroup 2 stages indices and gathers. The launch gives each thread 168 registers
+// (64,512 per CTA); the producer hands 112 of its own back and each consumer takes 56 more. Its
+// shared-memory plan is WgmmaSmem.
 struct ConfigWgmma {
   static constexpr int kRows = 64;
   static constexpr int kKvTile = 64;
@@ -90,21 +91,22 @@ struct ConfigWgmma {
 
 // Shared memory of the sm_90a split kernel: 128-byte-swizzled groups of 64 rows x 64 bf16
 // (common/wgmma.cuh); the kernel places it at a 1024-byte boundary itself (every group offset is a
-// multiple of 8 KB). Q and each KV stage are 9 groups (dims 0-63 ... 512-575); P is one group (64
-// query rows x 64 KV rows).
+// multiple of 8 KB). Q and each KV stage are 9 groups (dims 0-63 ... 512-575). A tile's P (64 query
+// rows x 64 KV rows, one group) goes into its stage's last group (the rope dims, read only by
+// Q.K^T) once Q.K^T of the tile is done.
 struct WgmmaSmem {
   static constexpr unsigned kGroupBytes = 64 * 128;
   unsigned short q[9 * 64 * 64];
   unsigned short kv[2][9 * 64 * 64];
-  unsigned short p[64 * 64];
-  float alpha[64];                    // per-row rescale of O for the current tile (warpgroup 0 -> 1)
-  long long idx[kIdxRing][64];        // source row per KV row of a staged tile; -1 = masked
+  float alpha[2][64];                 // per tile parity: each row's rescale of O and of the row sum
+  float row_max[2][64];               // per tile parity: each row's running max after the tile
+  float row_sums[2][64];              // each consumer warpgroup's row sums (the epilogue)
+  long long idx[kIdxRing][64];        // source address per KV row of a staged tile; -1 = masked
   unsigned valid[kIdxRing][2];        // bit i of word w: KV row 32w + i of that tile is valid
-  unsigned landed[2];                 // warpgroup 0's decision per tile parity: tile t+1 had landed
   unsigned long long bar_q;           // mbarriers: Q landed;
-  unsigned long long staged[2];       // stage s's tile has its indices staged;
-  unsigned long long full[2][2];      // stage s, half h landed (dims 0-255 | 256-575);
-  unsigned long long empty[2];        // stage s, low half no longer read
+  unsigned long long full[2][2];      // stage s, part h landed (groups 0-3 and 8 | groups 4-7);
+  unsigned long long empty[2];        // stage s no longer read (both consumer warpgroups);
+  unsigned long long p_ready[2];      // tile parity: P, alpha and row_max of the tile written
 };
 // The kernel aligns its dynamic shared memory to 1024 bytes itself, so it asks for that much more
 // (its static shared memory, the CTA's error word, comes first in the same 227 KB).

@@ -119,7 +119,8 @@ TEST(MlaVerifyPlanTest, TilePerArchFitsItsLimits) {
   // The swizzle atoms need 1024-byte alignment: every tile of the plan starts at a multiple of it.
   EXPECT_EQ(offsetof(mla::WgmmaSmem, kv) % 1024, 0u);
   EXPECT_EQ(offsetof(mla::WgmmaSmem, kv[1]) % 1024, 0u);
-  EXPECT_EQ(offsetof(mla::WgmmaSmem, p) % 1024, 0u);
+  // P goes into a stage's last (rope) group.
+  EXPECT_EQ((offsetof(mla::WgmmaSmem, kv[1]) + 8 * mla::WgmmaSmem::kGroupBytes) % 1024, 0u);
   EXPECT_EQ(big.rows, mla::ConfigLarge::kRows);
   EXPECT_EQ(big.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigLarge>)));
   EXPECT_LE(big.smem_bytes, 232448);
