@@ -2,9 +2,10 @@
 // request b x one prefix chunk, or the draft tree for split 0; normalized bf16 partial O and log2-LSE
 // into the workspace), computed with warpgroup MMAs that read both operands from shared memory.
 //
-// Three warpgroups. Warpgroup 2, the producer, stages each tile's slot indices (loaded a tile ahead)
-// and gathers whole tiles with cp.async into a 2-stage ring, each stage as two parts (groups 0-3 and
-// 8, then groups 4-7) whose "full" mbarriers cp.async itself completes. The two consumer warpgroups
+// Three warpgroups. Warpgroup 2, the producer, stages each tile's row source addresses (from slot
+// indices loaded a tile ahead and checked) and gathers whole tiles with cp.async into a 2-stage
+// ring, each stage as two parts (groups 0-3 and 8, then groups 4-7) whose "full" mbarriers cp.async
+// itself completes. The two consumer warpgroups
 // share the work "seesaw" style (FlashMLA's schedule): warpgroup w owns the tiles t with t % 2 == w.
 // For its own tile the owner computes S = Q.K^T (36 wgmma m64n64k16, Q and K from shared memory)
 // and the online softmax against the running max the other warpgroup published for tile t-1, writes
