@@ -1,9 +1,11 @@
-// The combine kernel: one CTA per query row. kCombineSlices slices of 64 threads (8 of the 512
-// output columns per thread: one 16-byte load of bf16 partial O per state) each merge every
-// kCombineSlices-th state with a running max of their own, issuing the LSE and O loads of up to
-// kCombineBatch states before using any: one memory round trip covers kCombineSlices *
-// kCombineBatch states, with no pass over the LSEs first. The slices are then merged in slice
-// order through shared memory: bitwise deterministic, no atomics.
+// The combine kernel. kCombineSlices slices of 64 threads per CTA, each thread 8 of the 512 output
+// columns (one 16-byte load of bf16 partial O per state). A query row takes
+// CombineSlicesPerRow(states) slices (traits.h), which each merge every that-many-th state with a
+// running max of their own, issuing the LSE and O loads of up to kCombineBatch states before using
+// any: one memory round trip covers the row's slices x kCombineBatch states, with no pass over the
+// LSEs first. A row's slices are then merged in slice order through shared memory: bitwise
+// deterministic, no atomics. With few states one CTA serves 8 rows, one slice each, so launches with
+// many rows (64 heads, batches) are not a string of CTA waves of one row each.
 #pragma once
 
 #include "common/bf16.cuh"
@@ -28,25 +30,35 @@ __device__ __forceinline__ void PublishErrors(const MlaVerifyParams& p) {
   if (threadIdx.x == 0) *p.error_word = any;
 }
 
-template <int kHeads>
-__device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
+// Shared memory of the combine: each slice's running max and sum, and the accumulators of every
+// slice but the first, for the merge.
+struct CombineSmem {
+  float slice_m[kCombineSlices], slice_l[kCombineSlices];
+  float4 slice_acc[kCombineSlices - 1][2][kCombineThreads / kCombineSlices];
+};
+
+// The rows of this CTA, kSpr = CombineSlicesPerRow(states) slices each (a compile-time constant, so
+// the load batches and the merge unroll as with one row per CTA).
+template <int kHeads, int kSpr>
+__device__ __forceinline__ void CombineRows(const MlaVerifyParams& p, CombineSmem& sm) {
   constexpr int kSliceThreads = kCombineThreads / kCombineSlices;
   constexpr int kCols = kVDim / kSliceThreads;
   static_assert(kCols == 8, "one 16-byte load of 8 bf16 per thread and state");
-  __shared__ float slice_m[kCombineSlices], slice_l[kCombineSlices];
-  __shared__ float4 slice_acc[kCombineSlices - 1][2][kSliceThreads];
-  const int row = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
+  const int b = blockIdx.y, tid = threadIdx.x;
+  const int slice = tid / kSliceThreads, c8 = tid % kSliceThreads;
+  const int part = slice % kSpr;  // this slice's place in its row: states part, part + kSpr, ...
+  const int row = blockIdx.x * (kCombineSlices / kSpr) + slice / kSpr;
   // The indptrs are inputs, not the split kernel's results: read before waiting for that grid, so
   // their latency overlaps its tail. Every CTA waits before it may exit, so this grid never
   // completes before the split kernel's.
   const Request rq = LoadRequest(p, b);  // a bad request was reported by the split kernel
   WaitForPrimaryGrid();
-  if (row == 0 && b == 0) PublishErrors(p);
-  if (!rq.ok || row >= rq.draft * kHeads) return;  // uniform over the CTA
+  if (blockIdx.x == 0 && b == 0) PublishErrors(p);
+  const bool active = rq.ok && row < rq.draft * kHeads;  // uniform over each slice
+  if (kSpr == kCombineSlices && !active) return;        // one row per CTA: uniform over it
 
   const int states = p.num_splits + 1;
   const long long first = static_cast<long long>(b) * states;
-  const int slice = tid / kSliceThreads, c8 = tid % kSliceThreads;
   const float* lse_col = p.part_lse + first * p.rows_cap + row;  // state s at s * rows_cap
   const uint4* src = reinterpret_cast<const uint4*>(p.part_o + (first * p.rows_cap + row) * kVDim) + c8;
   const long long state_stride = static_cast<long long>(p.rows_cap) * (kVDim / kCols);  // in uint4
@@ -56,7 +68,7 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   float m = NegInf(), l = 0.f, acc[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) acc[c] = 0.f;
-  for (int s0 = slice; s0 < states; s0 += kCombineBatch * kCombineSlices) {
+  for (int s0 = active ? part : states; s0 < states; s0 += kCombineBatch * kSpr) {
     uint4 v[kCombineBatch];
     float lse[kCombineBatch];
     // States past the end are skipped with branches that are uniform over the slice (with few
@@ -64,7 +76,7 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
     // made many-request launches instruction-bound).
 #pragma unroll
     for (int i = 0; i < kCombineBatch; ++i) {
-      const int s = s0 + i * kCombineSlices;
+      const int s = s0 + i * kSpr;
       lse[i] = NegInf();  // -inf: an empty state (its O is zero), weight 0
       v[i] = make_uint4(0u, 0u, 0u, 0u);
       if (s < states) {
@@ -82,7 +94,7 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
     for (int c = 0; c < kCols; ++c) acc[c] *= scale;
 #pragma unroll
     for (int i = 0; i < kCombineBatch; ++i) {
-      if (s0 + i * kCombineSlices >= states) break;
+      if (s0 + i * kSpr >= states) break;
       const float w = FastExp2(lse[i] - m_new);
       l += w;
       const unsigned words[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
@@ -96,28 +108,32 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   }
 
   if (c8 == 0) {
-    slice_m[slice] = m;
-    slice_l[slice] = l;
+    sm.slice_m[slice] = m;
+    sm.slice_l[slice] = l;
   }
-  if (slice > 0) {
-    slice_acc[slice - 1][0][c8] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-    slice_acc[slice - 1][1][c8] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+  if (part > 0) {
+    sm.slice_acc[slice - 1][0][c8] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    sm.slice_acc[slice - 1][1][c8] = make_float4(acc[4], acc[5], acc[6], acc[7]);
   }
-  __syncthreads();
-  if (slice > 0) return;
-  float mx = slice_m[0];
+  if (kSpr == 1) {
+    if (!active) return;  // nothing to merge: no barrier
+  } else {
+    __syncthreads();
+    if (part > 0 || !active) return;
+  }
+  float mx = m;
 #pragma unroll
-  for (int s = 1; s < kCombineSlices; ++s) mx = fmaxf(mx, slice_m[s]);
+  for (int k = 1; k < kSpr; ++k) mx = fmaxf(mx, sm.slice_m[slice + k]);
   const bool empty = mx == NegInf();  // every state empty: zeros, LSE -inf
   const float f0 = empty ? 0.f : FastExp2(m - mx);
   float sum = l * f0;
 #pragma unroll
   for (int c = 0; c < kCols; ++c) acc[c] *= f0;
 #pragma unroll
-  for (int s = 1; s < kCombineSlices; ++s) {  // fixed order: bitwise deterministic
-    const float f = empty ? 0.f : FastExp2(slice_m[s] - mx);
-    sum += slice_l[s] * f;
-    const float4 a = slice_acc[s - 1][0][c8], bq = slice_acc[s - 1][1][c8];
+  for (int k = 1; k < kSpr; ++k) {  // fixed order: bitwise deterministic
+    const float f = empty ? 0.f : FastExp2(sm.slice_m[slice + k] - mx);
+    sum += sm.slice_l[slice + k] * f;
+    const float4 a = sm.slice_acc[slice + k - 1][0][c8], bq = sm.slice_acc[slice + k - 1][1][c8];
     acc[0] += f * a.x, acc[1] += f * a.y, acc[2] += f * a.z, acc[3] += f * a.w;
     acc[4] += f * bq.x, acc[5] += f * bq.y, acc[6] += f * bq.z, acc[7] += f * bq.w;
   }
@@ -130,6 +146,15 @@ __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   dst[1] = make_uint2(PackBf16x2(acc[4] * inv, acc[5] * inv), PackBf16x2(acc[6] * inv, acc[7] * inv));
   if (p.lse != nullptr && c8 == 0)
     p.lse[n * kHeads + h] = empty ? NegInf() : (mx + __log2f(sum)) * 0.69314718055994531f;
+}
+
+template <int kHeads>
+__device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
+  __shared__ CombineSmem sm;
+  switch (CombineSlicesPerRow(p.num_splits + 1)) {  // uniform over the grid
+    case 1: CombineRows<kHeads, 1>(p, sm); break;
+    default: CombineRows<kHeads, kCombineSlices>(p, sm); break;
+  }
 }
 
 }  // namespace mla

@@ -132,13 +132,25 @@ struct TileFor<true> {
 enum TileId : int { kTileArch = 0, kTile16x32 = 1, kTile32x16 = 2, kTile64x64 = 3 };
 constexpr int kNumTileIds = 4;
 
-// Combine: one CTA per query row; kCombineSlices groups of 64 threads (8 output columns each)
-// take every kCombineSlices-th state, kCombineBatch states per memory round trip, and are merged in
-// slice order.
+// Combine: kCombineSlices slices of 64 threads (8 output columns each) per CTA. A query row takes
+// CombineSlicesPerRow(states) of them (1 or 8), which take every that-many-th state, kCombineBatch
+// states per memory round trip, and are merged in slice order; a CTA combines kCombineSlices / that
+// many rows. With few states (many heads or requests, few splits) a CTA serves 8 rows, so the grid
+// stays about one wave: the kernel needs 128 registers per thread, one CTA per SM. (Two or four
+// slices per row as well measured slower on the H200: the larger module's cold instruction fetch
+// cost 1-1.5 us on every launch.)
 constexpr int kCombineSlices = 8;
 constexpr int kCombineThreads = 64 * kCombineSlices;
 constexpr int kCombineBatch = 16;
 constexpr int kCombineMaxStates = 1024;  // num_splits + 1 (the plan enforces it)
+
+// One slice per row while its states take at most two batches of loads, else eight.
+KJIT_MLA_HOST_DEVICE constexpr int CombineSlicesPerRow(int states) {
+  return states <= 2 * kCombineBatch ? 1 : kCombineSlices;
+}
+KJIT_MLA_HOST_DEVICE constexpr int CombineRowsPerCta(int states) {
+  return kCombineSlices / CombineSlicesPerRow(states);
+}
 
 }  // namespace mla
 }  // namespace kjit

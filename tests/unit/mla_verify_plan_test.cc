@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernel_sources/mla_verify/traits.h"
@@ -143,7 +144,8 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   EXPECT_EQ(plan->main.grid[2], 3u);
   EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::ConfigWgmma::kThreads));
   EXPECT_EQ(plan->main.dynamic_smem, static_cast<unsigned>(mla::kWgmmaSmemBytes));
-  EXPECT_EQ(plan->combine.grid[0], rows);
+  const unsigned combine_rows = static_cast<unsigned>(mla::CombineRowsPerCta(plan->num_splits + 1));
+  EXPECT_EQ(plan->combine.grid[0], (rows + combine_rows - 1) / combine_rows);
   EXPECT_EQ(plan->combine.block[0], static_cast<unsigned>(mla::kCombineThreads));
   EXPECT_EQ(plan->combine.grid[1], 3u);
   EXPECT_TRUE(plan->combine.programmatic_dependent);  // sm_90: griddepcontrol
@@ -214,6 +216,31 @@ TEST(MlaVerifyPlanTest, SplitsFillTheMachineForLongPrefixesOnly) {
   MlaVerifyProblem forced = Problem(1, 8, 16, 65536);
   forced.force_num_splits = 7;
   EXPECT_EQ(PlanMlaVerify(forced, H200())->num_splits, 7);
+}
+
+TEST(MlaVerifyPlanTest, CombineGridServesSeveralRowsPerCtaWhenStatesAreFew) {
+  // Slices per row: one while a slice's states take at most two load batches, else all eight.
+  EXPECT_EQ(mla::CombineSlicesPerRow(1), 1);
+  EXPECT_EQ(mla::CombineSlicesPerRow(2 * mla::kCombineBatch), 1);
+  EXPECT_EQ(mla::CombineSlicesPerRow(2 * mla::kCombineBatch + 1), mla::kCombineSlices);
+  EXPECT_EQ(mla::CombineSlicesPerRow(mla::kCombineMaxStates), mla::kCombineSlices);
+  for (int states = 1; states <= mla::kCombineMaxStates; ++states)
+    EXPECT_EQ(mla::CombineRowsPerCta(states) * mla::CombineSlicesPerRow(states), mla::kCombineSlices);
+  // H64 D16 P64k: 1,024 rows and few splits; a CTA per row would be eight waves of one-CTA-per-SM
+  // combines. H8 D16 P64k: many splits, one row per CTA. A row count that is not a multiple of the
+  // rows per CTA rounds the grid up (the last CTA's extra slices only wait at its barrier).
+  for (const auto& [heads, draft, prefix, forced] : std::vector<std::tuple<int, int, int64_t, int>>{
+           {64, 16, 65536, 0}, {8, 16, 65536, 0}, {8, 16, 16384, 0}, {16, 33, 5000, 3}, {8, 7, 9000, 40}}) {
+    MlaVerifyProblem p = Problem(2, heads, draft, prefix);
+    p.force_num_splits = forced;
+    auto plan = PlanMlaVerify(p, H200());
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const unsigned rows = static_cast<unsigned>(heads * draft);
+    const unsigned per = static_cast<unsigned>(mla::CombineRowsPerCta(plan->num_splits + 1));
+    EXPECT_EQ(plan->combine.grid[0], (rows + per - 1) / per) << heads << " heads, D " << draft;
+    EXPECT_EQ(plan->combine.grid[1], 2u);
+    EXPECT_LE(plan->combine.grid[0] * plan->combine.grid[1], 2u * 132) << heads << " heads, D " << draft;
+  }
 }
 
 TEST(MlaVerifyPlanTest, CatalogHasEveryHeadCountAndMaskKind) {
