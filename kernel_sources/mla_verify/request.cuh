@@ -30,6 +30,21 @@ __device__ __forceinline__ Request LoadRequest(const MlaVerifyParams& p, int b) 
   return r;
 }
 
+// The split a CTA computes. The grid is (m-tiles, batch, num_splits + 1) and CTAs launch in that
+// order (m-tile fastest): slab z < num_splits is prefix chunk z + 1 of every request and the last
+// slab is the draft tree (split 0). So when the grid is a little larger than one wave, the CTAs
+// left for the second wave are short tree CTAs, not prefix chunks that would end a whole chunk
+// after the others. (Reading %ctaid.z through volatile inline assembly instead made ptxas emit
+// twice the branches in the sm_90a kernel, 1.6x slower on the H200.)
+__device__ __forceinline__ int SplitOfCta() {
+  return blockIdx.z + 1 == gridDim.z ? 0 : static_cast<int>(blockIdx.z) + 1;
+}
+
+// The first partial LSE and partial O of (request b, split) in the workspace.
+__device__ __forceinline__ long long StateIndex(const MlaVerifyParams& p, int b, int split) {
+  return static_cast<long long>(b) * (p.num_splits + 1) + split;
+}
+
 // Prefix rows [begin, end) of split s (1-based; 0 is the tree part). Chunks are whole KV tiles so
 // every CTA but the last streams full tiles; the chunk adapts to the P_b read on the device.
 template <int kKvTile>

@@ -31,7 +31,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   SmemPlan<Cfg>& sm = *reinterpret_cast<SmemPlan<Cfg>*>(smem_raw);
 
-  const int m_tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
+  const int m_tile = blockIdx.x, split = SplitOfCta(), b = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   constexpr int kColGroups = Cfg::kColGroups;
   const int g = warp / kColGroups, cg = warp % kColGroups;
@@ -48,7 +48,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   long long kv_begin = 0, kv_end = rq.draft;
   if (!tree) PrefixChunk<kTile>(rq.prefix, p.num_splits, split, &kv_begin, &kv_end);
 
-  const long long state = static_cast<long long>(b) * (p.num_splits + 1) + split;
+  const long long state = StateIndex(p, b, split);
   float* part_lse = p.part_lse + state * p.rows_cap;
   unsigned short* part_o = p.part_o + state * p.rows_cap * kVDim;
   if (kv_begin >= kv_end) {

@@ -109,7 +109,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   WgmmaSmem& sm = *reinterpret_cast<WgmmaSmem*>(smem_raw + pad);
   const unsigned q_addr = SmemAddr(sm.q);
 
-  const int m_tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
+  const int m_tile = blockIdx.x, split = SplitOfCta(), b = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // The warpgroup index through a shuffle: provably uniform across the warp, so ptxas keeps the
   // wgmma of each warpgroup's branch asynchronous.
@@ -127,11 +127,10 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   long long kv_begin = 0, kv_end = rq.draft;
   if (!tree) PrefixChunk<kTile>(rq.prefix, p.num_splits, split, &kv_begin, &kv_end);
 
-  const long long state = static_cast<long long>(b) * (p.num_splits + 1) + split;
-  float* part_lse = p.part_lse + state * p.rows_cap;
-  unsigned short* part_o = p.part_o + state * p.rows_cap * kVDim;
   if (kv_begin >= kv_end) {
-    WriteEmptyState(part_lse, part_o, m0, rows_b, kRows, tid, kThreads);
+    const long long state = StateIndex(p, b, split);
+    WriteEmptyState(p.part_lse + state * p.rows_cap, p.part_o + state * p.rows_cap * kVDim, m0, rows_b, kRows,
+                    tid, kThreads);
     return;
   }
   const int num_tiles = static_cast<int>((kv_end - kv_begin + kTile - 1) / kTile);
@@ -358,6 +357,11 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     if ((lane & 3) == 0) sm.row_sums[wg][row0 + 8 * h] = l;
   }
   NamedBarrier(kBarConsumers, kConsumers);  // row sums visible; every wgmma has completed
+
+  // Computed here: holding these two pointers through the loop made ptxas spill.
+  const long long state = StateIndex(p, b, split);
+  float* part_lse = p.part_lse + state * p.rows_cap;
+  unsigned short* part_o = p.part_o + state * p.rows_cap * kVDim;
 
   // ---- Normalized partial O through shared memory (stage 0, rows of 1 KB with 16-byte chunks
   // XOR-swizzled by row % 8), then written with coalesced 16-byte stores; LSE from warpgroup 0.

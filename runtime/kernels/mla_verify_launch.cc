@@ -67,8 +67,8 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
     return Invalid("plan was made for another problem (workspace size differs); re-plan");
   const unsigned rows_cap = static_cast<unsigned>(p.max_draft * p.num_heads);
   const unsigned combine_rows = static_cast<unsigned>(mla::CombineRowsPerCta(plan.num_splits + 1));
-  if (plan.main.grid[2] != static_cast<unsigned>(p.batch) ||
-      plan.main.grid[1] != static_cast<unsigned>(plan.num_splits) + 1 ||
+  if (plan.main.grid[1] != static_cast<unsigned>(p.batch) ||
+      plan.main.grid[2] != static_cast<unsigned>(plan.num_splits) + 1 ||
       plan.main.grid[0] * plan.main.block[0] == 0 ||
       plan.combine.grid[0] != (rows_cap + combine_rows - 1) / combine_rows)
     return Invalid("plan geometry does not match the problem; re-plan");

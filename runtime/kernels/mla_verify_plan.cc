@@ -116,14 +116,15 @@ double MlaVerifyMakespanTiles(int slots, long ctas_per_split, long prefix_tiles,
                               double state_tiles) {
   constexpr long kFixedHalves = 3;  // Q load + partial-state write: 1.5 tile times
   const long s = std::max(1, slots);
-  const long a = 2 * tree_tiles + kFixedHalves;                                 // a tree CTA
-  const long b = 2 * ((prefix_tiles + splits - 1) / splits) + kFixedHalves;     // a prefix CTA
-  const long n1 = ctas_per_split, n2 = ctas_per_split * splits;
-  // Tree CTAs first, all slots free at 0: every slot runs q of them, r slots one more.
+  // The launch order (mla_verify/request.cuh): every prefix CTA, then the tree CTAs.
+  const long a = 2 * ((prefix_tiles + splits - 1) / splits) + kFixedHalves;  // a prefix CTA
+  const long b = 2 * tree_tiles + kFixedHalves;                               // a tree CTA
+  const long n1 = ctas_per_split * splits, n2 = ctas_per_split;
+  // Prefix CTAs first, all slots free at 0: every slot runs q of them, r slots one more.
   const long q = n1 / s, r = n1 % s;
   long end = n1 > 0 ? (q + (r > 0 ? 1 : 0)) * a : 0;
   if (n2 > 0) {
-    // Slots free at lo (s - r of them) and hi (r of them); prefix CTA k starts at the k-th smallest
+    // Slots free at lo (s - r of them) and hi (r of them); tree CTA k starts at the k-th smallest
     // of {lo + j b} and {hi + j b} (each value once per slot): find the n2-th.
     const long lo = q * a, hi = (q + 1) * a;
     auto started_by = [&](long t) {  // CTAs that have started at or before time t
@@ -229,8 +230,9 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
 
   const unsigned rows_cap = static_cast<unsigned>(p.max_draft * p.num_heads);
   plan.main.grid[0] = (rows_cap + tile.rows - 1) / tile.rows;
-  plan.main.grid[1] = static_cast<unsigned>(plan.num_splits) + 1;  // split 0: the draft tree
-  plan.main.grid[2] = static_cast<unsigned>(p.batch);
+  plan.main.grid[1] = static_cast<unsigned>(p.batch);
+  // Prefix chunks 1..num_splits, then the draft tree (split 0) as the last slab: launched last.
+  plan.main.grid[2] = static_cast<unsigned>(plan.num_splits) + 1;
   plan.main.block[0] = static_cast<unsigned>(tile.threads);
   plan.main.dynamic_smem = static_cast<unsigned>(tile.smem_bytes);
   const unsigned combine_rows = static_cast<unsigned>(mla::CombineRowsPerCta(plan.num_splits + 1));

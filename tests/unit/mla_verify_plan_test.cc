@@ -140,8 +140,8 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   EXPECT_EQ(plan->specialization, "h16_bool");
   const unsigned rows = 33 * 16;
   EXPECT_EQ(plan->main.grid[0], (rows + 63) / 64);
-  EXPECT_EQ(plan->main.grid[1], static_cast<unsigned>(plan->num_splits) + 1);
-  EXPECT_EQ(plan->main.grid[2], 3u);
+  EXPECT_EQ(plan->main.grid[1], 3u);
+  EXPECT_EQ(plan->main.grid[2], static_cast<unsigned>(plan->num_splits) + 1);  // the tree slab last
   EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::ConfigWgmma::kThreads));
   EXPECT_EQ(plan->main.dynamic_smem, static_cast<unsigned>(mla::kWgmmaSmemBytes));
   const unsigned combine_rows = static_cast<unsigned>(mla::CombineRowsPerCta(plan->num_splits + 1));
@@ -312,8 +312,9 @@ TEST(MlaVerifyPlanTest, ForcedTilesHaveTheirOwnSpecializationsAndGeometry) {
   EXPECT_EQ(PlanMlaVerify(p, H200()).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// The closed-form makespan against the heap simulation it replaced (every CTA taken by the slot
-// that frees first), on random launches: equal to the last bit (all lengths are half tiles).
+// The closed-form makespan against the heap simulation it replaced (every CTA, in launch order:
+// prefix CTAs, then tree CTAs, taken by the slot that frees first), on random launches: equal to the
+// last bit (all lengths are half tiles).
 double SimulatedMakespan(int slots, long ctas_per_split, long prefix_tiles, long tree_tiles, int splits,
                          double state_tiles) {
   const long per_split = (prefix_tiles + splits - 1) / splits;
@@ -326,8 +327,8 @@ double SimulatedMakespan(int slots, long ctas_per_split, long prefix_tiles, long
     free_at.push(t);
     end = std::max(end, t);
   };
-  for (long i = 0; i < ctas_per_split; ++i) run(static_cast<double>(tree_tiles) + 1.5);
   for (long i = 0; i < ctas_per_split * splits; ++i) run(static_cast<double>(per_split) + 1.5);
+  for (long i = 0; i < ctas_per_split; ++i) run(static_cast<double>(tree_tiles) + 1.5);
   return end + state_tiles * (splits + 1);
 }
 
