@@ -65,8 +65,7 @@ namespace internal {
 // The split model's makespan, in KV-tile times, of one launch: ctas_per_split * splits prefix CTAs
 // of ceil(prefix_tiles / splits) tiles first, then ctas_per_split tree CTAs of tree_tiles tiles (the
 // kernel's launch order), each on the CTA slot that frees first (each CTA also pays 1.5 tiles of
-// fixed cost), plus
-// state_tiles per state for the combine. Exposed for its test.
+// fixed cost), plus state_tiles per state for the combine. Exposed for its test.
 double MlaVerifyMakespanTiles(int slots, long ctas_per_split, long prefix_tiles, long tree_tiles, int splits,
                               double state_tiles);
 }  // namespace internal

@@ -228,7 +228,7 @@ TEST(MlaVerifyPlanTest, CombineGridServesSeveralRowsPerCtaWhenStatesAreFew) {
     EXPECT_EQ(mla::CombineRowsPerCta(states) * mla::CombineSlicesPerRow(states), mla::kCombineSlices);
   // H64 D16 P64k: 1,024 rows and few splits; a CTA per row would be eight waves of one-CTA-per-SM
   // combines. H8 D16 P64k: many splits, one row per CTA. A row count that is not a multiple of the
-  // rows per CTA rounds the grid up (the last CTA's extra slices only wait at its barrier).
+  // rows per CTA would round the grid up (the last CTA's extra slices return at once).
   for (const auto& [heads, draft, prefix, forced] : std::vector<std::tuple<int, int, int64_t, int>>{
            {64, 16, 65536, 0}, {8, 16, 65536, 0}, {8, 16, 16384, 0}, {16, 33, 5000, 3}, {8, 7, 9000, 40}}) {
     MlaVerifyProblem p = Problem(2, heads, draft, prefix);
