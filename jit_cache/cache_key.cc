@@ -80,7 +80,7 @@ bool IsValidKey(std::string_view key) {
          });
 }
 
-std::string_view OriginName(Origin origin) {
+const char* OriginName(Origin origin) {
   switch (origin) {
     case Origin::kCompiled: return "compiled";
     case Origin::kDiskHit: return "disk";

@@ -84,7 +84,7 @@ struct Entry {
 };
 
 enum class Origin { kCompiled, kDiskHit, kMemoryHit };
-std::string_view OriginName(Origin origin);  // "compiled", "disk", "memory"
+const char* OriginName(Origin origin);  // "compiled", "disk", "memory" (static strings)
 
 struct Stats {
   uint64_t hits_memory = 0;

@@ -69,7 +69,7 @@ Json ResultJson(const kernels::Specialization& spec, const std::string& arch,
                              {"spill_load_bytes", JsonNumber(res ? res->spill_load_bytes : 0)},
                              {"shared_bytes", JsonNumber(res ? res->shared_bytes : 0)}}));
   }
-  f.emplace_back("origin", JsonString(std::string(cache::OriginName(r->origin))));
+  f.emplace_back("origin", JsonString(cache::OriginName(r->origin)));
   f.emplace_back("compile_ms", JsonNumber(r->compile_ms));
   f.emplace_back("cache_key", JsonString(r->cache_key));
   f.emplace_back("cubin_bytes", JsonNumber(static_cast<double>(r->cubin.size())));
@@ -107,7 +107,7 @@ int RunCompile(int argc, char** argv, int first) {
                                                    const Status& s) {
     if (k) {
       std::fprintf(stderr, "[%d/%d] %s/%s %s: %s (%.0f ms compile)\n", done, total, k->spec.family.c_str(),
-                   k->spec.name.c_str(), k->arch.c_str(), std::string(cache::OriginName(k->origin)).c_str(), k->compile_ms);
+                   k->spec.name.c_str(), k->arch.c_str(), cache::OriginName(k->origin), k->compile_ms);
     } else {
       std::fprintf(stderr, "[%d/%d] FAILED: %s\n", done, total, std::string(s.message()).c_str());
     }
@@ -132,7 +132,7 @@ int RunCompile(int argc, char** argv, int first) {
       const std::string shown = k.cubin_arch == arch ? arch : arch + " as " + k.cubin_arch;
       rows.push_back({k.lowered_names[j].first, spec.family + "/" + spec.name, shown, std::to_string(r.registers),
                       absl::StrCat(r.spill_store_bytes, "/", r.spill_load_bytes), std::to_string(r.shared_bytes),
-                      absl::StrFormat("%.0f", k.compile_ms), std::string(cache::OriginName(k.origin))});
+                      absl::StrFormat("%.0f", k.compile_ms), cache::OriginName(k.origin)});
     }
   }
   const cache::Stats st = cache->stats();

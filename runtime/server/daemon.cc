@@ -86,7 +86,7 @@ Status StartDaemon(Daemon* d, const StatusOr<std::vector<driver::DeviceInfo>>& d
     auto results = d->compiler->GetAll(
         specs, archs, [&](int done, int total, const kernels::CompiledKernel* k, const Status& s) {
           std::string line = absl::StrCat("kernels ", done, "/", total);
-          if (k != nullptr) absl::StrAppend(&line, ": ", k->spec.family, "/", k->spec.name, " ", k->arch, " (", std::string(cache::OriginName(k->origin)), ")");
+          if (k != nullptr) absl::StrAppend(&line, ": ", k->spec.family, "/", k->spec.name, " ", k->arch, " (", cache::OriginName(k->origin), ")");
           if (!s.ok()) absl::StrAppend(&line, ": FAILED ", s.message());
           if (tty && s.ok() && done < total) {
             fprintf(stderr, "\r\033[Kkjitd info: %s", line.c_str());
