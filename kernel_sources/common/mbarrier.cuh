@@ -25,17 +25,6 @@ __device__ __forceinline__ void CpAsyncMbarArrive(unsigned addr) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(addr) : "memory");
 }
 
-// Whether the phase with parity `parity` has completed (acquire when it has), without waiting.
-__device__ __forceinline__ bool MbarTest(unsigned addr, unsigned parity) {
-  unsigned done;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-      : "=r"(done)
-      : "r"(addr), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
 // Waits (acquire) until the phase with parity `parity` has completed: phase k of a barrier is its
 // k-th completion, so the n-th use of a buffer waits with parity n & 1.
 __device__ __forceinline__ void MbarWait(unsigned addr, unsigned parity) {

@@ -9,12 +9,6 @@ __device__ __forceinline__ void NamedBarrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Signals named barrier `id` without waiting: a producer's half of a barrier whose consumers
-// bar.sync it with the same `threads` (the arriving plus the waiting threads).
-__device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
 // Programmatic dependent launch (sm_90+; no-ops before): a primary kernel lets the next kernel in
 // the stream start launching (its CTAs land on SMs the primary leaves idle), and the dependent
 // waits until the primary grid has completed and its memory is visible before reading its results.

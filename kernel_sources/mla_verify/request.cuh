@@ -40,9 +40,15 @@ __device__ __forceinline__ int SplitOfCta() {
   return blockIdx.z + 1 == gridDim.z ? 0 : static_cast<int>(blockIdx.z) + 1;
 }
 
-// The first partial LSE and partial O of (request b, split) in the workspace.
-__device__ __forceinline__ long long StateIndex(const MlaVerifyParams& p, int b, int split) {
-  return static_cast<long long>(b) * (p.num_splits + 1) + split;
+// The partial state of (request b, split) in the workspace: rows_cap log2-LSEs and rows_cap rows of
+// bf16 partial O.
+struct StateRows {
+  float* lse;
+  unsigned short* o;
+};
+__device__ __forceinline__ StateRows StateOf(const MlaVerifyParams& p, int b, int split) {
+  const long long state = static_cast<long long>(b) * (p.num_splits + 1) + split;
+  return {p.part_lse + state * p.rows_cap, p.part_o + state * p.rows_cap * kVDim};
 }
 
 // Prefix rows [begin, end) of split s (1-based; 0 is the tree part). Chunks are whole KV tiles so

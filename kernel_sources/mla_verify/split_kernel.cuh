@@ -48,9 +48,9 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   long long kv_begin = 0, kv_end = rq.draft;
   if (!tree) PrefixChunk<kTile>(rq.prefix, p.num_splits, split, &kv_begin, &kv_end);
 
-  const long long state = StateIndex(p, b, split);
-  float* part_lse = p.part_lse + state * p.rows_cap;
-  unsigned short* part_o = p.part_o + state * p.rows_cap * kVDim;
+  const StateRows state = StateOf(p, b, split);
+  float* part_lse = state.lse;
+  unsigned short* part_o = state.o;
   if (kv_begin >= kv_end) {
     WriteEmptyState(part_lse, part_o, m0, rows_b, Cfg::kRows, tid, kThreads);
     return;

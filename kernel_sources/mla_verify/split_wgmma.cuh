@@ -128,9 +128,8 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   if (!tree) PrefixChunk<kTile>(rq.prefix, p.num_splits, split, &kv_begin, &kv_end);
 
   if (kv_begin >= kv_end) {
-    const long long state = StateIndex(p, b, split);
-    WriteEmptyState(p.part_lse + state * p.rows_cap, p.part_o + state * p.rows_cap * kVDim, m0, rows_b, kRows,
-                    tid, kThreads);
+    const StateRows state = StateOf(p, b, split);
+    WriteEmptyState(state.lse, state.o, m0, rows_b, kRows, tid, kThreads);
     return;
   }
   const int num_tiles = static_cast<int>((kv_end - kv_begin + kTile - 1) / kTile);
@@ -359,9 +358,9 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   NamedBarrier(kBarConsumers, kConsumers);  // row sums visible; every wgmma has completed
 
   // Computed here: holding these two pointers through the loop made ptxas spill.
-  const long long state = StateIndex(p, b, split);
-  float* part_lse = p.part_lse + state * p.rows_cap;
-  unsigned short* part_o = p.part_o + state * p.rows_cap * kVDim;
+  const StateRows state = StateOf(p, b, split);
+  float* part_lse = state.lse;
+  unsigned short* part_o = state.o;
 
   // ---- Normalized partial O through shared memory (stage 0, rows of 1 KB with 16-byte chunks
   // XOR-swizzled by row % 8), then written with coalesced 16-byte stores; LSE from warpgroup 0.

@@ -151,6 +151,10 @@ KJIT_MLA_HOST_DEVICE constexpr int CombineSlicesPerRow(int states) {
 KJIT_MLA_HOST_DEVICE constexpr int CombineRowsPerCta(int states) {
   return kCombineSlices / CombineSlicesPerRow(states);
 }
+// The combine's CTAs per request (its grid's x): rows_cap rows, CombineRowsPerCta(states) per CTA.
+KJIT_MLA_HOST_DEVICE constexpr unsigned CombineCtasPerRequest(unsigned rows_cap, int states) {
+  return (rows_cap + CombineRowsPerCta(states) - 1) / CombineRowsPerCta(states);
+}
 
 }  // namespace mla
 }  // namespace kjit

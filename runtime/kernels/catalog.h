@@ -42,7 +42,9 @@ std::vector<Specialization> MlaVerifySpecializations();
 std::vector<Specialization> MlaVerifyNaiveSpecializations();
 
 // Loaded kernels of one device: what a launcher needs to find a CUfunction. Implemented by the
-// daemon (modules it loaded) and by the in-process client (cubins fetched with GetKernel).
+// daemon (modules it loaded) and by the in-process client (cubins fetched with GetKernel). Every
+// function it returns may already use the device's opt-in dynamic shared memory (LoadedKernels
+// sets that at load): launchers do not set it per launch.
 class KernelTable {
  public:
   virtual ~KernelTable() = default;

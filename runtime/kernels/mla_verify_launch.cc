@@ -66,11 +66,10 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   if (ws.bytes != plan.workspace_bytes)
     return Invalid("plan was made for another problem (workspace size differs); re-plan");
   const unsigned rows_cap = static_cast<unsigned>(p.max_draft * p.num_heads);
-  const unsigned combine_rows = static_cast<unsigned>(mla::CombineRowsPerCta(plan.num_splits + 1));
   if (plan.main.grid[1] != static_cast<unsigned>(p.batch) ||
       plan.main.grid[2] != static_cast<unsigned>(plan.num_splits) + 1 ||
       plan.main.grid[0] * plan.main.block[0] == 0 ||
-      plan.combine.grid[0] != (rows_cap + combine_rows - 1) / combine_rows)
+      plan.combine.grid[0] != mla::CombineCtasPerRequest(rows_cap, plan.num_splits + 1))
     return Invalid("plan geometry does not match the problem; re-plan");
   KJIT_RETURN_IF_ERROR(CheckPtr(b.workspace, "workspace", 256));
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());

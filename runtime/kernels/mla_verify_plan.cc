@@ -235,8 +235,7 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   plan.main.grid[2] = static_cast<unsigned>(plan.num_splits) + 1;
   plan.main.block[0] = static_cast<unsigned>(tile.threads);
   plan.main.dynamic_smem = static_cast<unsigned>(tile.smem_bytes);
-  const unsigned combine_rows = static_cast<unsigned>(mla::CombineRowsPerCta(plan.num_splits + 1));
-  plan.combine.grid[0] = (rows_cap + combine_rows - 1) / combine_rows;  // 1-8 query rows per CTA
+  plan.combine.grid[0] = mla::CombineCtasPerRequest(rows_cap, plan.num_splits + 1);  // 1-8 rows per CTA
   plan.combine.grid[1] = static_cast<unsigned>(p.batch);
   plan.combine.block[0] = mla::kCombineThreads;
   plan.combine.programmatic_dependent = dev.cc_major >= 9;  // griddepcontrol: sm_90 and later

@@ -40,7 +40,6 @@ class ShmDaemonSuite : public DaemonSuite {
     if (HasFatalFailure()) return;
     shm_ = std::make_unique<ShmObject>(kShmBytes);
     ASSERT_NE(shm_->map(), nullptr);
-    key_ = shm_->key();
     kernels_ = kjit::v1::KernelService::NewStub(daemon_->Channel());
   }
   // Unlinks the object and unregisters every system region (also when SetUp failed part way).
@@ -70,8 +69,8 @@ class ShmDaemonSuite : public DaemonSuite {
     inference::SystemSharedMemoryUnregisterResponse resp;
     return stub_->SystemSharedMemoryUnregister(&ctx, req, &resp).error_code();
   }
+  const std::string& key() const { return shm_->key(); }
   std::unique_ptr<ShmObject> shm_;  // the test's own writes go through shm_->map()
-  std::string key_;
   std::unique_ptr<kjit::v1::KernelService::Stub> kernels_;
 };
 

@@ -54,7 +54,7 @@ class RegionRaceTest : public ShmDaemonSuite {
     std::memcpy(shm_->map(), qo, sizeof(qo));
   }
   StatusCode Register(const std::string& name, const std::string& session = "") {
-    return ShmDaemonSuite::Register(name, key_, 0, kShmBytes, session);
+    return ShmDaemonSuite::Register(name, key(), 0, kShmBytes, session);
   }
   bool Live() {
     grpc::ClientContext ctx;

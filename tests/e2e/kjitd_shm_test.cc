@@ -32,13 +32,13 @@ class ShmTest : public ShmDaemonSuite {
 };
 
 TEST_F(ShmTest, RegisterStatusUnregister) {
-  ASSERT_EQ(Register("in", key_, 128, 1024), StatusCode::OK);
+  ASSERT_EQ(Register("in", key(), 128, 1024), StatusCode::OK);
   inference::SystemSharedMemoryStatusResponse st;
   ASSERT_EQ(Status("in", &st), StatusCode::OK);
   ASSERT_EQ(st.regions().count("in"), 1u);
   const auto& r = st.regions().at("in");
   EXPECT_EQ(r.name(), "in");
-  EXPECT_EQ(r.key(), key_);
+  EXPECT_EQ(r.key(), key());
   EXPECT_EQ(r.offset(), 128u);
   EXPECT_EQ(r.byte_size(), 1024u);
   EXPECT_EQ(Unregister("in"), StatusCode::OK);
@@ -47,18 +47,18 @@ TEST_F(ShmTest, RegisterStatusUnregister) {
 }
 
 TEST_F(ShmTest, ErrorCodes) {
-  ASSERT_EQ(Register("a", key_, 0, 4096), StatusCode::OK);
-  EXPECT_EQ(Register("a", key_, 0, 16), StatusCode::ALREADY_EXISTS);
-  EXPECT_EQ(Register("b", key_ + "-missing", 0, 16), StatusCode::NOT_FOUND);
-  EXPECT_EQ(Register("b", key_, 4096, 1), StatusCode::INVALID_ARGUMENT);   // starts at the end
-  EXPECT_EQ(Register("b", key_, 4000, 97), StatusCode::INVALID_ARGUMENT);  // one byte past
-  EXPECT_EQ(Register("b", key_, std::numeric_limits<uint64_t>::max() - 8, 64),
+  ASSERT_EQ(Register("a", key(), 0, 4096), StatusCode::OK);
+  EXPECT_EQ(Register("a", key(), 0, 16), StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(Register("b", key() + "-missing", 0, 16), StatusCode::NOT_FOUND);
+  EXPECT_EQ(Register("b", key(), 4096, 1), StatusCode::INVALID_ARGUMENT);   // starts at the end
+  EXPECT_EQ(Register("b", key(), 4000, 97), StatusCode::INVALID_ARGUMENT);  // one byte past
+  EXPECT_EQ(Register("b", key(), std::numeric_limits<uint64_t>::max() - 8, 64),
             StatusCode::INVALID_ARGUMENT);  // offset + size overflows
-  EXPECT_EQ(Register("b", key_, 64, std::numeric_limits<uint64_t>::max()), StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(Register("b", key_, 0, 0), StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(Register("", key_, 0, 16), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Register("b", key(), 64, std::numeric_limits<uint64_t>::max()), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Register("b", key(), 0, 0), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Register("", key(), 0, 16), StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Register("b", "", 0, 16), StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(Register("b", key_, 4000, 96), StatusCode::OK);  // exactly to the end
+  EXPECT_EQ(Register("b", key(), 4000, 96), StatusCode::OK);  // exactly to the end
   inference::SystemSharedMemoryStatusResponse st;
   EXPECT_EQ(Status("nope", &st), StatusCode::NOT_FOUND);
   EXPECT_EQ(Unregister("nope"), StatusCode::OK);
@@ -119,7 +119,7 @@ TEST_F(ShmTest, CudaRegisterChecksBeforeTheGpu) {
 }
 
 TEST_F(ShmTest, SystemAndCudaShareOneNameSpace) {
-  ASSERT_EQ(Register("shared", key_, 0, 64), StatusCode::OK);
+  ASSERT_EQ(Register("shared", key(), 0, 64), StatusCode::OK);
   // A CUDA unregister of a system region's name leaves it alone.
   grpc::ClientContext ctx;
   inference::CudaSharedMemoryUnregisterRequest ureq;
@@ -138,9 +138,9 @@ TEST_F(ShmTest, SessionEndReleasesItsRegionsOnly) {
   kjit::v1::SessionRequest name;
   name.set_client_name("shm test");
   ASSERT_TRUE(stream->Write(name));
-  ASSERT_EQ(Register("mine", key_, 0, 64, hello.session_id()), StatusCode::OK);
-  ASSERT_EQ(Register("global", key_, 64, 64), StatusCode::OK);
-  EXPECT_EQ(Register("x", key_, 0, 64, "no-such-session"), StatusCode::NOT_FOUND);
+  ASSERT_EQ(Register("mine", key(), 0, 64, hello.session_id()), StatusCode::OK);
+  ASSERT_EQ(Register("global", key(), 64, 64), StatusCode::OK);
+  EXPECT_EQ(Register("x", key(), 0, 64, "no-such-session"), StatusCode::NOT_FOUND);
   EXPECT_EQ(RegionCount(), 2u);
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
@@ -151,7 +151,7 @@ TEST_F(ShmTest, SessionEndReleasesItsRegionsOnly) {
   inference::SystemSharedMemoryStatusResponse st;
   EXPECT_EQ(Status("mine", &st), StatusCode::NOT_FOUND);
   EXPECT_EQ(Status("global", &st), StatusCode::OK);
-  EXPECT_EQ(Register("y", key_, 0, 64, hello.session_id()), StatusCode::NOT_FOUND);  // ended
+  EXPECT_EQ(Register("y", key(), 0, 64, hello.session_id()), StatusCode::NOT_FOUND);  // ended
 }
 
 TEST_F(ShmTest, KernelServiceEventsAndCache) {
