@@ -90,6 +90,35 @@ __device__ __forceinline__ void GatherTileRows(unsigned tile, int first, int lan
   }
 }
 
+// The tree mask of draft tile t as bits, one word per query row and 32 KV columns (bit c % 32 of
+// word c / 32: may the row's token attend draft column 64t + c), for the consumers' softmax. Warp
+// pw takes rows 16pw..16pw+15, which belong to at most 16 / kHeads tokens (rows are token * kHeads
+// + head), so each lane loads the mask of a few (token, column) pairs, all issued before any is
+// used. Rows past the request have no token: Allowed says no.
+template <int kHeads, bool kPacked>
+__device__ __forceinline__ void StageTreeBits(const TreeMask<kPacked>& mask, const MlaVerifyParams& p, int draft,
+                                              int m0, int pw, int lane, int t, unsigned (*bits)[2]) {
+  constexpr int kTokens = kHeads >= 16 ? 1 : 16 / kHeads;
+  const int tok0 = (m0 + 16 * pw) / kHeads;
+  unsigned w[kTokens][2];
+#pragma unroll
+  for (int k = 0; k < kTokens; ++k) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) w[k][h] = __ballot_sync(0xffffffffu, mask.Allowed(p, tok0 + k, 64 * t + 32 * h + lane, draft));
+  }
+  if (lane < 16) {
+    const int row = 16 * pw + lane;
+    const int k = (m0 + row) / kHeads - tok0;
+    unsigned w0 = w[0][0], w1 = w[0][1];
+#pragma unroll
+    for (int kk = 1; kk < kTokens; ++kk) {
+      if (k == kk) w0 = w[kk][0], w1 = w[kk][1];
+    }
+    bits[row][0] = w0;
+    bits[row][1] = w1;
+  }
+}
+
 template <int kHeads, bool kPackedMask>
 __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   using Cfg = ConfigWgmma;
@@ -134,22 +163,20 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   }
   const int num_tiles = static_cast<int>((kv_end - kv_begin + kTile - 1) / kTile);
 
-  TreeMask<kPackedMask> mask;
-  if (tree) {
-    mask.Init(p, b, rq);
-    if (!mask.ok && tid == 0) RaiseError(kErrBadIndptr);
-  }
-
   const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end);
   constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
+  // The producer's first slot indices, loaded before anything else: this load is on the path to the
+  // first tile, and issued after Q's copies it waited behind them.
+  constexpr int kConsumers = 256, kProducers = 128;  // warpgroups 0-1 and 2
+  const int i = tid - kConsumers;                    // producer thread 0-127
+  long long raw_next = i >= 0 && i < kTile ? kv_rows.Raw(p, 0, i) : kPastEnd;
 
   // Barriers. Named: the producer's own warps (tile t's indices staged); the consumers' epilogue.
   // mbarriers: Q landed; per stage s and part h "full" (the part landed; for part A also the
-  // indices' valid bits are visible); per stage "empty" (both consumer warpgroups are done with it);
+  // indices' valid bits and, in the tree CTA, the mask bits are visible); per stage "empty" (both consumer warpgroups are done with it);
   // per tile parity "P ready" (the owner wrote the tile's P, alpha and running max).
   constexpr int kBarProducer = 3;
   constexpr int kBarConsumers = 4;  // warpgroups 0 and 1: row sums written, every wgmma complete
-  constexpr int kConsumers = 256, kProducers = 128;
   const unsigned bar_q = SmemAddr(&sm.bar_q);
   auto full_bar = [&](int t, int h) { return SmemAddr(&sm.full[t & 1][h]); };
   auto empty_bar = [&](int t) { return SmemAddr(&sm.empty[t & 1]); };
@@ -157,8 +184,8 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   if (tid == 0) {
     MbarInit(bar_q, kProducers);
     for (int s = 0; s < 2; ++s) {
-      // Part A: every producer thread's copies and its plain arrival (the valid bits); part B: the
-      // copies.
+      // Part A: every producer thread's copies and its plain arrival (the valid and mask bits);
+      // part B: the copies.
       MbarInit(SmemAddr(&sm.full[s][0]), 2 * kProducers);
       MbarInit(SmemAddr(&sm.full[s][1]), kProducers);
       MbarInit(SmemAddr(&sm.empty[s]), kConsumers);
@@ -169,9 +196,15 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
 
   if (wg == 2) {
     // ---- Producer: Q, then per tile t the indices (loaded one tile ahead) and the tile, part A
-    // first (Q.K^T starts on it), once both consumers are done with tile t - 2.
+    // first (Q.K^T starts on it), once both consumers are done with tile t - 2. The tree CTA also
+    // stages each tile's mask bits, while the tile's copies are in flight.
     WarpgroupRegsDec<kProducerRegs>();
-    const int pw = warp - 8, i = tid - kConsumers;  // producer warp 0-3; index 0-127
+    const int pw = warp - 8;  // producer warp 0-3
+    TreeMask<kPackedMask> mask;
+    if (tree) {
+      mask.Init(p, b, rq);
+      if (!mask.ok && i == 0) RaiseError(kErrBadIndptr);
+    }
     CopyTileRows(q_addr, pw, 4, lane, [&](int row, bool* ok) {
       const int rg = m0 + row;
       *ok = rg < rows_b;
@@ -181,7 +214,6 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     CpAsyncMbarArrive(bar_q);
     const char* kv_base = reinterpret_cast<const char*>(kv_rows.base);
     const long long kv_row_bytes = kv_rows.stride * 2;
-    long long raw_next = i < kTile ? kv_rows.Raw(p, 0, i) : kPastEnd;
     for (int t = 0; t < num_tiles; ++t) {
       if (i < kTile) {  // warps 8 and 9, whole: each KV row's source address (-1: masked)
         const long long raw = raw_next;
@@ -196,9 +228,13 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       const unsigned stage = SmemAddr(sm.kv[t & 1]);
       GatherTileRows<kPartA>(stage, pw, lane, sm.idx[t % kIdxRing], kv_base);
       CpAsyncMbarArrive(full_bar(t, 0));
-      MbarArrive(full_bar(t, 0));  // sm.valid of tile t
+      if (!tree) MbarArrive(full_bar(t, 0));  // sm.valid of tile t
       GatherTileRows<kPartB>(stage, pw, lane, sm.idx[t % kIdxRing], kv_base);
       CpAsyncMbarArrive(full_bar(t, 1));
+      if (tree) {
+        StageTreeBits<kHeads>(mask, p, rq.draft, m0, pw, lane, t, sm.tree_bits[t % kIdxRing]);
+        MbarArrive(full_bar(t, 0));  // sm.valid and sm.tree_bits of tile t
+      }
     }
     CpAsyncWait<0>();  // every copy has landed by now (the consumers waited for them); for the tools
     return;
@@ -286,19 +322,20 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       if (t != 1) issue_qk(t);
       WgmmaWait<0>();
       WgmmaPin(s);
-      const unsigned vbits[2] = {sm.valid[t % kIdxRing][0], sm.valid[t % kIdxRing][1]};
       float alpha[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int rg = m0 + row0 + 8 * h;
+        // Which KV columns the row may attend: the tile's valid rows, or in the tree CTA the row's
+        // mask bits (which include the validity of the draft rows).
+        const unsigned* vb = tree ? sm.tree_bits[t % kIdxRing][row0 + 8 * h] : sm.valid[t % kIdxRing];
+        const unsigned vbits[2] = {vb[0], vb[1]};
         float mx = NegInf();
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int col = 8 * j + 2 * (lane & 3) + e;
-            bool valid = (vbits[col >> 5] >> (col & 31)) & 1u;
-            if (tree) valid = valid && rg < rows_b && mask.Allowed(p, rg / kHeads, t * kTile + col, rq.draft);
+            const bool valid = (vbits[col >> 5] >> (col & 31)) & 1u;
             const float v = valid ? s[4 * j + 2 * h + e] * scale : NegInf();
             s[4 * j + 2 * h + e] = v;
             mx = fmaxf(mx, v);
