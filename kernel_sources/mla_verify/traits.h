@@ -137,17 +137,19 @@ constexpr int kNumTileIds = 4;
 // CombineSlicesPerRow(states) of them (1 or 8), which take every that-many-th state, kCombineBatch
 // states per memory round trip, and are merged in slice order; a CTA combines kCombineSlices / that
 // many rows. With few states (many heads or requests, few splits) a CTA serves 8 rows, so the grid
-// stays about one wave: the kernel needs 128 registers per thread, one CTA per SM. (Two or four
-// slices per row as well measured slower on the H200: the larger module's cold instruction fetch
-// cost 1-1.5 us on every launch.)
+// stays about one wave: a CTA's 512 threads at 73 registers each leave no room for a second on an
+// SM. (Two or four slices per row as well measured slower on the H200: the larger module's cold
+// instruction fetch cost 1-1.5 us on every launch. Batches of 8 states instead of 16 halve the
+// unrolled code and measured 0.1-1.2 us faster on every KERNEL.md shape; batches of 4 slower.)
 constexpr int kCombineSlices = 8;
 constexpr int kCombineThreads = 64 * kCombineSlices;
-constexpr int kCombineBatch = 16;
+constexpr int kCombineBatch = 8;
 constexpr int kCombineMaxStates = 1024;  // num_splits + 1 (the plan enforces it)
+constexpr int kCombineOneSliceMaxStates = 32;
 
-// One slice per row while its states take at most two batches of loads, else eight.
+// One slice per row for up to 32 states (four batches of loads), else eight.
 KJIT_MLA_HOST_DEVICE constexpr int CombineSlicesPerRow(int states) {
-  return states <= 2 * kCombineBatch ? 1 : kCombineSlices;
+  return states <= kCombineOneSliceMaxStates ? 1 : kCombineSlices;
 }
 KJIT_MLA_HOST_DEVICE constexpr int CombineRowsPerCta(int states) {
   return kCombineSlices / CombineSlicesPerRow(states);

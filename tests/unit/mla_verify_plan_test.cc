@@ -219,10 +219,10 @@ TEST(MlaVerifyPlanTest, SplitsFillTheMachineForLongPrefixesOnly) {
 }
 
 TEST(MlaVerifyPlanTest, CombineGridServesSeveralRowsPerCtaWhenStatesAreFew) {
-  // Slices per row: one while a slice's states take at most two load batches, else all eight.
+  // Slices per row: one up to kCombineOneSliceMaxStates states, else all eight.
   EXPECT_EQ(mla::CombineSlicesPerRow(1), 1);
-  EXPECT_EQ(mla::CombineSlicesPerRow(2 * mla::kCombineBatch), 1);
-  EXPECT_EQ(mla::CombineSlicesPerRow(2 * mla::kCombineBatch + 1), mla::kCombineSlices);
+  EXPECT_EQ(mla::CombineSlicesPerRow(mla::kCombineOneSliceMaxStates), 1);
+  EXPECT_EQ(mla::CombineSlicesPerRow(mla::kCombineOneSliceMaxStates + 1), mla::kCombineSlices);
   EXPECT_EQ(mla::CombineSlicesPerRow(mla::kCombineMaxStates), mla::kCombineSlices);
   for (int states = 1; states <= mla::kCombineMaxStates; ++states)
     EXPECT_EQ(mla::CombineRowsPerCta(states) * mla::CombineSlicesPerRow(states), mla::kCombineSlices);
