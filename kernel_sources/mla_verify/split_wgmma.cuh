@@ -3,7 +3,8 @@
 // into the workspace), computed with warpgroup MMAs that read both operands from shared memory.
 //
 // Three warpgroups. Warpgroup 2, the producer, stages each tile's row source addresses (from slot
-// indices loaded a tile ahead and checked) and gathers whole tiles with cp.async into a 2-stage
+// indices loaded a tile ahead and checked; in the tree CTA also each query row's mask bits) and
+// gathers whole tiles with cp.async into a 2-stage
 // ring, each stage as two parts (groups 0-3 and 8, then groups 4-7) whose "full" mbarriers cp.async
 // itself completes. The two consumer warpgroups
 // share the work "seesaw" style (FlashMLA's schedule): warpgroup w owns the tiles t with t % 2 == w.
