@@ -166,16 +166,17 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
 
   const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end);
   constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
-  // The producer's first slot indices, loaded before anything else: this load is on the path to the
-  // first tile, and issued after Q's copies it waited behind them.
+  // The producer's first slot indices, loaded here, ahead of Q's copies: the load is on the path to
+  // the first tile, and issued after those copies it waited behind them.
   constexpr int kConsumers = 256, kProducers = 128;  // warpgroups 0-1 and 2
   const int i = tid - kConsumers;                    // producer thread 0-127
   long long raw_next = i >= 0 && i < kTile ? kv_rows.Raw(p, 0, i) : kPastEnd;
 
   // Barriers. Named: the producer's own warps (tile t's indices staged); the consumers' epilogue.
   // mbarriers: Q landed; per stage s and part h "full" (the part landed; for part A also the
-  // indices' valid bits and, in the tree CTA, the mask bits are visible); per stage "empty" (both consumer warpgroups are done with it);
-  // per tile parity "P ready" (the owner wrote the tile's P, alpha and running max).
+  // indices' valid bits and, in the tree CTA, the mask bits are visible); per stage "empty" (both
+  // consumer warpgroups are done with it); per tile parity "P ready" (the owner wrote the tile's P,
+  // alpha and running max).
   constexpr int kBarProducer = 3;
   constexpr int kBarConsumers = 4;  // warpgroups 0 and 1: row sums written, every wgmma complete
   const unsigned bar_q = SmemAddr(&sm.bar_q);
