@@ -4,12 +4,15 @@
 #   1. start kjitd from the bundle on a temporary socket (the suite's KJIT_CACHE_DIR is warm by now)
 #   2. e2e_ipc_client sync, async and ring (a shared-memory launch ring): CUDA IPC regions,
 #      ModelInfer, bitwise equal to in-process
-#   3. a client killed with SIGKILL in the middle of launches: its regions and event are released,
+#   3. e2e_torch.py: a Python client with torch CUDA tensors (regions from torch's allocator),
+#      ModelInfer against a float64 torch reference, bitwise equal across request forms
+#   4. a client killed with SIGKILL in the middle of launches: its regions and event are released,
 #      the daemon stays healthy and serves the next client correctly
-#   4. SIGTERM: the daemon exits 0
+#   5. SIGTERM: the daemon exits 0
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-bin=${KJIT_DEVPACK:-$root/.devpack}/bin
+pack=${KJIT_DEVPACK:-$root/.devpack}
+bin=$pack/bin
 dir=$(mktemp -d /tmp/kjit-e2e-XXXXXX)
 fail=0
 source "$root/tests/gpu/lib.sh"
@@ -17,6 +20,11 @@ start_kjitd "$dir" || exit 1
 step sync "$bin/e2e_ipc_client" --target "$target" --mode sync
 step async "$bin/e2e_ipc_client" --target "$target" --mode async
 step ring "$bin/e2e_ipc_client" --target "$target" --mode ring
+if python3 -c "import grpc, torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  step torch python3 "$root/tests/gpu/e2e_torch.py" --target "$target" --descriptors "$pack/python/kjit_protos.desc"
+else
+  echo "== torch: not run: this python3 has no grpc, or no torch with CUDA"
+fi
 
 echo "== kill -9 of a client in the middle of launches"
 "$bin/e2e_ipc_client" --target "$target" --mode victim >"$dir/victim.out" 2>&1 &

@@ -19,4 +19,5 @@ done
 [ ${#bins[@]} -gt 0 ] || { echo "nothing built to bundle" >&2; exit 1; }
 "$root/../shared/gpu/bundle.sh" .devpack "${bins[@]}"
 [ -d client/python ] && cp -r client/python .devpack/python
+mkdir -p .devpack/python && cp "$build/proto/kjit_protos.desc" .devpack/python/  # for tests/gpu/e2e_torch.py
 echo "bundled: ${bins[*]##*/}"
