@@ -12,7 +12,7 @@ mkdir -p "$out"
 bin=${KJIT_DEVPACK:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/.devpack}/bin
 rep=/tmp/kjit-profile
 ncu --clock-control none --cache-control none -k regex:MlaVerify --launch-skip "$skip" --launch-count 2 \
-  --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section LaunchStats \
+  --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section LaunchStats \
   --section SourceCounters --section InstructionStats --section MemoryWorkloadAnalysis \
   --force-overwrite -o "$rep" "$bin/kernel_bench" --only "$label" --reps 5 >"$out/run.txt" 2>&1
 echo "ncu: rc $?"
