@@ -21,7 +21,11 @@ step sync "$bin/e2e_ipc_client" --target "$target" --mode sync
 step async "$bin/e2e_ipc_client" --target "$target" --mode async
 step ring "$bin/e2e_ipc_client" --target "$target" --mode ring
 if python3 -c "import grpc, torch; assert torch.cuda.is_available()" 2>/dev/null; then
-  step torch python3 "$root/tests/gpu/e2e_torch.py" --target "$target" --descriptors "$pack/python/kjit_protos.desc"
+  if [ -f "$pack/python/kjit_protos.desc" ]; then
+    step torch python3 "$root/tests/gpu/e2e_torch.py" --target "$target" --descriptors "$pack/python/kjit_protos.desc"
+  else
+    echo "== torch: FAIL: the bundle has no python/kjit_protos.desc (tests/gpu/make-devpack.sh copies it)"; fail=1
+  fi
 else
   echo "== torch: not run: this python3 has no grpc, or no torch with CUDA"
 fi

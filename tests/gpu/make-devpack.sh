@@ -8,7 +8,7 @@ build=${1:-$root/build}
 cd "$root"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 # KJIT_TARGETS="a b c" builds only those targets (default: everything).
-cmake --build "$build" -j"$(nproc)" ${KJIT_TARGETS:+--target $KJIT_TARGETS}
+cmake --build "$build" -j"$(nproc)" ${KJIT_TARGETS:+--target $KJIT_TARGETS kjit_proto_descriptors}
 rm -rf .devpack
 bins=()
 for b in "$build"/tests/gpu/gpu_* "$build"/bench/*/kernel_bench "$build"/bench/*/launch_bench \
