@@ -1,4 +1,5 @@
-// Tensor-core fragments: ldmatrix (plain and transposed) and mma.sync.m16n8k16 bf16 -> fp32.
+// Tensor-core fragments: ldmatrix (plain and transposed), stmatrix (sm_90+) and mma.sync.m16n8k16
+// bf16 -> fp32.
 // Fragment layouts are PTX's: A 16x16 in 4 regs, B 16x8 in 2 regs, C 16x8 in 4 floats
 // (c0,c1 at row lane/4, cols 2*(lane%4)+{0,1}; c2,c3 eight rows below).
 #pragma once
@@ -25,6 +26,15 @@ __device__ __forceinline__ void LdMatrixX4Trans(unsigned (&r)[4], unsigned addr)
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
+}
+
+// Stores four 8x8 b16 matrices: register i of each thread holds its two elements of matrix i (the
+// C-fragment layout: row lane/4, columns 2*(lane%4) and +1); lanes 8i..8i+7 give the shared address
+// of matrix i's rows 0-7 (16 bytes each).
+__device__ __forceinline__ void StMatrixX4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
 }
 
 // c += a * b, bf16 inputs, fp32 accumulators.

@@ -405,20 +405,29 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   // XOR-swizzled by row % 8), then written with coalesced 16-byte stores; LSE from warpgroup 0.
   const float v_scale = tree ? 1.f : p.v_scale;
   unsigned char* stage_o = reinterpret_cast<unsigned char*>(sm.kv[0]);
+  float inv[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 8 * h;
     const float l = sm.row_sums[0][row] + sm.row_sums[1][row];
-    const float inv = l > 0.f ? v_scale / l : 0.f;
-    unsigned char* dst = stage_o + row * 1024 + (lane & 3) * 4;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int chunk = 32 * wg + j;
-      *reinterpret_cast<unsigned*>(dst + ((chunk ^ (row & 7)) << 4)) =
-          PackBf16x2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
-    }
+    inv[h] = l > 0.f ? v_scale / l : 0.f;
     if (wg == 0 && (lane & 3) == 0 && m0 + row < rows_b)
       part_lse[m0 + row] = l > 0.f ? m_run[h] + __log2f(l) : NegInf();
+  }
+  // stmatrix: the warp's 16 rows x 16 columns per instruction, as four 8x8 matrices (rows 0-7 and
+  // 8-15 of chunk 32wg + j, then of chunk j + 1); lane L gives the address of row L % 8 of matrix
+  // L / 8, whose chunk lands at its swizzled place.
+  {
+    const int mat = lane >> 3, r8 = lane & 7;
+    const unsigned row_addr = SmemAddr(stage_o) + (16 * wq + 8 * (mat & 1) + r8) * 1024;
+#pragma unroll
+    for (int j = 0; j < 32; j += 2) {
+      const int chunk = 32 * wg + j + (mat >> 1);
+      StMatrixX4(row_addr + ((chunk ^ r8) << 4), PackBf16x2(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]),
+                 PackBf16x2(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]),
+                 PackBf16x2(o[4 * j + 4] * inv[0], o[4 * j + 5] * inv[0]),
+                 PackBf16x2(o[4 * j + 6] * inv[1], o[4 * j + 7] * inv[1]));
+    }
   }
   NamedBarrier(kBarConsumers, kConsumers);
   const int rows = rows_b - m0 < kRows ? rows_b - m0 : kRows;
