@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """kjitd from a Python gRPC client (python3-grpcio + the generated stubs), the way SGLang workers
 and tritonclient talk to it: reflection, health, metadata, system shared memory created by Python,
-ModelInfer error codes, a launch ring driven by client/python/kjit (no compiled code), TCP when
-asked, and a client killed with SIGKILL releasing its session.
+ModelInfer error codes, a launch ring driven by client/python/kjit (no compiled code), messages from
+the build's descriptor set (kjit.descriptors, no generated modules), TCP when asked, and a client
+killed with SIGKILL releasing its session.
 
-usage: test_kjitd.py --kjitd PATH --stubs DIR
+usage: test_kjitd.py --kjitd PATH --stubs DIR --descriptors FILE
 """
 import argparse
 import os
@@ -99,6 +100,27 @@ class KjitdTest(unittest.TestCase):
         self.assertEqual([t.name for t in mm.outputs], ["o", "lse"])
         self.assertEqual(self.code(self.infer.ModelMetadata, self.pb.ModelMetadataRequest(name="nope")),
                          self.grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_descriptor_set_messages_need_no_generated_modules(self):
+        # client/python's kjit.descriptors: message classes from the build's descriptor set, the same
+        # bytes as the generated modules' messages, and calls on two services.
+        from kjit.descriptors import Messages
+        m = Messages(ARGS.descriptors)
+        req = m["inference.ModelInferRequest"](model_name="mla_verify", id="d-1")
+        req.parameters["sm_scale"].double_param = 0.125
+        t = req.inputs.add(name="q", datatype="BF16")
+        t.shape.extend([2, 8, 576])
+        same = self.pb.ModelInferRequest.FromString(req.SerializeToString())
+        self.assertEqual((same.id, list(same.inputs[0].shape), same.parameters["sm_scale"].double_param),
+                         ("d-1", [2, 8, 576], 0.125))
+        metadata = m.method(self.d.channel, "inference.GRPCInferenceService", "ModelMetadata")
+        mm = metadata(m["inference.ModelMetadataRequest"](name="mla_verify"), timeout=10)
+        self.assertEqual([o.name for o in mm.outputs], ["o", "lse"])
+        kernels = m.method(self.d.channel, "kjit.v1.KernelService", "ListKernels")
+        families = {k.family for k in kernels(m["kjit.v1.ListKernelsRequest"](), timeout=10).kernels}
+        self.assertIn("mla_verify", families)
+        with self.assertRaises(KeyError):
+            m.method(self.d.channel, "inference.GRPCInferenceService", "NoSuchMethod")
 
     def test_system_shared_memory_from_python(self):
         shm = shared_memory.SharedMemory(create=True, size=1 << 16)
@@ -236,6 +258,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--kjitd", required=True)
     parser.add_argument("--stubs", required=True)
+    parser.add_argument("--descriptors", required=True)  # build/proto/kjit_protos.desc
     ARGS, rest = parser.parse_known_args()
     sys.path.insert(0, ARGS.stubs)
     # kjit's Python package (client/python) first: it makes room for the stubs' kjit.v1.

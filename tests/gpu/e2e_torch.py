@@ -14,18 +14,22 @@
 - Registering more bytes than torch's allocation holds is INVALID_ARGUMENT.
 - Unregistering leaves no region behind.
 
-Message classes are built from a descriptor set (protoc --descriptor_set_out, from proto/), not
-from generated modules, so the check runs whatever protobuf runtime the machine's Python has.
+Message classes are built from a descriptor set (protoc --descriptor_set_out, from proto/) by
+client/python's kjit.descriptors, not from generated modules, so the check runs whatever protobuf
+runtime the machine's Python has.
 
 usage: e2e_torch.py --target unix:///path/kjitd.sock --descriptors kjit_protos.desc
 """
 import argparse
 import itertools
+import os
 import sys
 
 import grpc
 import torch
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client", "python"))
+from kjit.descriptors import Messages  # noqa: E402
 
 H, PREFIX, DRAFT = 8, (4097, 0, 700), (16, 5, 33)
 SM_SCALE, K_SCALE, V_SCALE = 0.14467963, 0.625, 1.5
@@ -36,26 +40,15 @@ class Api:
     """ModelInfer and the CUDA shared-memory methods over one channel."""
 
     def __init__(self, target, descriptors):
-        fds = descriptor_pb2.FileDescriptorSet()
-        with open(descriptors, "rb") as f:
-            fds.ParseFromString(f.read())
-        pool = descriptor_pool.DescriptorPool()
-        for fd in fds.file:
-            pool.AddSerializedFile(fd.SerializeToString())
-        # GetMessageClass since protobuf 4.22; MessageFactory.GetPrototype before (and removed later).
-        get = getattr(message_factory, "GetMessageClass", None) or message_factory.MessageFactory(pool).GetPrototype
-        self.msg = lambda name: get(pool.FindMessageTypeByName("inference." + name))
+        self.messages = Messages(descriptors)
+        self.msg = lambda name: self.messages["inference." + name]
         self.channel = grpc.insecure_channel(
             target, options=[("grpc.max_send_message_length", 1 << 30), ("grpc.max_receive_message_length", 1 << 30)])
 
     def call(self, method, request):
         name = type(request).DESCRIPTOR.name
         assert name == method + "Request", name
-        fn = self.channel.unary_unary(
-            "/inference.GRPCInferenceService/" + method,
-            request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=self.msg(method + "Response").FromString)
-        return fn(request, timeout=60)
+        return self.messages.method(self.channel, "inference.GRPCInferenceService", method)(request, timeout=60)
 
 
 def make_case(seed):
