@@ -4,9 +4,8 @@
 //
 // Three warpgroups. Warpgroup 2, the producer, stages each tile's row source addresses (from slot
 // indices loaded a tile ahead and checked; in the tree CTA also each query row's mask bits) and
-// gathers whole tiles with cp.async into a 2-stage
-// ring, each stage as two parts (groups 0-3 and 8, then groups 4-7) whose "full" mbarriers cp.async
-// itself completes. The two consumer warpgroups
+// gathers whole tiles with cp.async into a 2-stage ring, each stage as two parts (groups 0-3 and 8,
+// then groups 4-7) whose "full" mbarriers cp.async itself completes. The two consumer warpgroups
 // share the work "seesaw" style (FlashMLA's schedule): warpgroup w owns the tiles t with t % 2 == w.
 // For its own tile the owner computes S = Q.K^T (36 wgmma m64n64k16, Q and K from shared memory)
 // and the online softmax against the running max the other warpgroup published for tile t-1, writes
@@ -62,10 +61,10 @@ __device__ __forceinline__ void CopyTileRows(unsigned tile, int first, int step,
 // (groups 4-7).
 enum TilePart { kPartA, kPartB };
 
-// CopyTileRows for one part of a KV tile whose row source addresses are staged in shared memory (`addr`, -1
-// for a masked row, which is zero-filled from `fallback`): the calling warp takes rows first,
-// first + 4, ... (16 rows) and loads eight addresses at a time before issuing their copies, so no
-// copy waits for its own address load.
+// CopyTileRows for one part of a KV tile whose row source addresses are staged in shared memory
+// (`addr`, -1 for a masked row, which is zero-filled from `fallback`): the calling warp takes rows
+// first, first + 4, ... (16 rows) and loads eight addresses at a time before issuing their copies,
+// so no copy waits for its own address load.
 template <TilePart kPart>
 __device__ __forceinline__ void GatherTileRows(unsigned tile, int first, int lane, const long long* addr, const char* fallback) {
   constexpr unsigned kGroupBytes = WgmmaSmem::kGroupBytes;
