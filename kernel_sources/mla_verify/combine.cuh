@@ -1,11 +1,8 @@
-// The combine kernel. kCombineSlices slices of 64 threads per CTA, each thread 8 of the 512 output
-// columns (one 16-byte load of bf16 partial O per state). A query row takes
-// CombineSlicesPerRow(states) slices (traits.h), which each merge every that-many-th state with a
-// running max of their own, issuing the LSE and O loads of up to kCombineBatch states before using
-// any: one memory round trip covers the row's slices x kCombineBatch states, with no pass over the
-// LSEs first. A row's slices are then merged in slice order through shared memory: bitwise
-// deterministic, no atomics. With few states one CTA serves 8 rows, one slice each, so launches with
-// many rows (64 heads, batches) are not a string of CTA waves of one row each.
+// The combine kernel (traits.h says how CTAs, slices and threads map onto rows and columns): each
+// slice merges every that-many-th state of its row with a running max of its own, issuing the LSE
+// and O loads of up to kCombineBatch states before using any, so one memory round trip covers the
+// slices x kCombineBatch states, with no pass over the LSEs first. A row's slices are then merged in
+// slice order through shared memory: bitwise deterministic, no atomics.
 #pragma once
 
 #include "common/bf16.cuh"
@@ -31,23 +28,32 @@ __device__ __forceinline__ void PublishErrors(const MlaVerifyParams& p) {
 }
 
 // Shared memory of the combine: each slice's running max and sum, and the accumulators of every
-// slice but the first, for the merge.
+// slice but the first, for the merge (slice k, half h, thread c8 at ((k - 1) * 2 + h) * threads + c8,
+// threads = 64 / parts).
 struct CombineSmem {
-  float slice_m[kCombineSlices], slice_l[kCombineSlices];
-  float4 slice_acc[kCombineSlices - 1][2][kCombineThreads / kCombineSlices];
+  float slice_m[kCombineMaxSlices], slice_l[kCombineMaxSlices];
+  float4 slice_acc[(kCombineMaxSlices - 1) * 2 * (kCombineThreads / kCombineMaxSlices)];
 };
+static_assert((kCombineMaxSlices - 1) * 2 * (kCombineThreads / kCombineMaxSlices) >=
+                  (kCombineRowsPerCta - 1) * 2 * (kCombineThreads / kCombineRowsPerCta),
+              "the accumulators of the one-part wide layout fit");
 
-// The rows of this CTA, kSpr = CombineSlicesPerRow(states) slices each (a compile-time constant, so
-// the load batches and the merge unroll as with one row per CTA).
-template <int kHeads, int kSpr>
+// The rows of this CTA: kCombineRowsPerCta rows of one slice each (kParts == 0), or one of the
+// kParts parts of one row (a wide combine). Everything below is a compile-time constant but the
+// indices: a runtime part count made ptxas emit 60% more code (35 KB against 21 KB), and every SM
+// fetches the combine's instructions cold on every launch.
+template <int kHeads, int kParts>
 __device__ __forceinline__ void CombineRows(const MlaVerifyParams& p, CombineSmem& sm) {
-  constexpr int kSliceThreads = kCombineThreads / kCombineSlices;
-  constexpr int kCols = kVDim / kSliceThreads;
-  static_assert(kCols == 8, "one 16-byte load of 8 bf16 per thread and state");
+  constexpr bool kWide = kParts > 0;
+  constexpr int kCols = 8;  // one 16-byte load of 8 bf16 per thread and state
+  constexpr int parts = kWide ? kParts : 1;
+  constexpr int threads = kCombineThreads / kCombineRowsPerCta / parts;  // per slice: 64 or 32
+  constexpr int spr = kWide ? kCombineRowsPerCta * parts : 1;            // slices per row (part)
   const int b = blockIdx.y, tid = threadIdx.x;
-  const int slice = tid / kSliceThreads, c8 = tid % kSliceThreads;
-  const int part = slice % kSpr;  // this slice's place in its row: states part, part + kSpr, ...
-  const int row = blockIdx.x * (kCombineSlices / kSpr) + slice / kSpr;
+  const int slice = tid / threads, c8 = tid % threads;
+  const int part = kWide ? slice : 0;  // this slice's place in its row: states part, part + spr, ...
+  const int row = kWide ? static_cast<int>(blockIdx.x) / parts : static_cast<int>(blockIdx.x) * kCombineRowsPerCta + slice;
+  const int col16 = (kWide ? static_cast<int>(blockIdx.x) % parts * threads : 0) + c8;  // 16-byte column
   // The indptrs are inputs, not the split kernel's results: read before waiting for that grid, so
   // their latency overlaps its tail. Every CTA waits before it may exit, so this grid never
   // completes before the split kernel's.
@@ -55,12 +61,12 @@ __device__ __forceinline__ void CombineRows(const MlaVerifyParams& p, CombineSme
   WaitForPrimaryGrid();
   if (blockIdx.x == 0 && b == 0) PublishErrors(p);
   const bool active = rq.ok && row < rq.draft * kHeads;  // uniform over each slice
-  if (kSpr == kCombineSlices && !active) return;        // one row per CTA: uniform over it
+  if (kWide && !active) return;                          // one row per CTA: uniform over it
 
   const int states = p.num_splits + 1;
   const long long first = static_cast<long long>(b) * states;
   const float* lse_col = p.part_lse + first * p.rows_cap + row;  // state s at s * rows_cap
-  const uint4* src = reinterpret_cast<const uint4*>(p.part_o + (first * p.rows_cap + row) * kVDim) + c8;
+  const uint4* src = reinterpret_cast<const uint4*>(p.part_o + (first * p.rows_cap + row) * kVDim) + col16;
   const long long state_stride = static_cast<long long>(p.rows_cap) * (kVDim / kCols);  // in uint4
 
   // Running (max, sum, weighted O) of this slice's states, in log2 units. The LSEs are the same for
@@ -68,7 +74,7 @@ __device__ __forceinline__ void CombineRows(const MlaVerifyParams& p, CombineSme
   float m = NegInf(), l = 0.f, acc[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) acc[c] = 0.f;
-  for (int s0 = active ? part : states; s0 < states; s0 += kCombineBatch * kSpr) {
+  for (int s0 = active ? part : states; s0 < states; s0 += kCombineBatch * spr) {
     uint4 v[kCombineBatch];
     float lse[kCombineBatch];
     // States past the end are skipped with branches that are uniform over the slice (with few
@@ -76,7 +82,7 @@ __device__ __forceinline__ void CombineRows(const MlaVerifyParams& p, CombineSme
     // made many-request launches instruction-bound).
 #pragma unroll
     for (int i = 0; i < kCombineBatch; ++i) {
-      const int s = s0 + i * kSpr;
+      const int s = s0 + i * spr;
       lse[i] = NegInf();  // -inf: an empty state (its O is zero), weight 0
       v[i] = make_uint4(0u, 0u, 0u, 0u);
       if (s < states) {
@@ -94,7 +100,7 @@ __device__ __forceinline__ void CombineRows(const MlaVerifyParams& p, CombineSme
     for (int c = 0; c < kCols; ++c) acc[c] *= scale;
 #pragma unroll
     for (int i = 0; i < kCombineBatch; ++i) {
-      if (s0 + i * kSpr >= states) break;
+      if (s0 + i * spr >= states) break;
       const float w = FastExp2(lse[i] - m_new);
       l += w;
       const unsigned words[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
@@ -107,53 +113,57 @@ __device__ __forceinline__ void CombineRows(const MlaVerifyParams& p, CombineSme
     m = m_new;
   }
 
-  if (c8 == 0) {
-    sm.slice_m[slice] = m;
-    sm.slice_l[slice] = l;
-  }
-  if (part > 0) {
-    sm.slice_acc[slice - 1][0][c8] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-    sm.slice_acc[slice - 1][1][c8] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-  }
-  if (kSpr == 1) {
-    if (!active) return;  // nothing to merge: no barrier
-  } else {
+  float mx = m, sum = l;
+  bool empty = m == NegInf();  // every state empty: zeros, LSE -inf
+  if (kWide) {
+    if (c8 == 0) {
+      sm.slice_m[slice] = m;
+      sm.slice_l[slice] = l;
+    }
+    if (part > 0) {
+      sm.slice_acc[((part - 1) * 2) * threads + c8] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      sm.slice_acc[((part - 1) * 2 + 1) * threads + c8] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+    }
     __syncthreads();
-    if (part > 0 || !active) return;
-  }
-  float mx = m;
+    if (part > 0) return;
 #pragma unroll
-  for (int k = 1; k < kSpr; ++k) mx = fmaxf(mx, sm.slice_m[slice + k]);
-  const bool empty = mx == NegInf();  // every state empty: zeros, LSE -inf
-  const float f0 = empty ? 0.f : FastExp2(m - mx);
-  float sum = l * f0;
+    for (int k = 1; k < spr; ++k) mx = fmaxf(mx, sm.slice_m[k]);
+    empty = mx == NegInf();
+    const float f0 = empty ? 0.f : FastExp2(m - mx);
+    sum = l * f0;
 #pragma unroll
-  for (int c = 0; c < kCols; ++c) acc[c] *= f0;
+    for (int c = 0; c < kCols; ++c) acc[c] *= f0;
 #pragma unroll
-  for (int k = 1; k < kSpr; ++k) {  // fixed order: bitwise deterministic
-    const float f = empty ? 0.f : FastExp2(sm.slice_m[slice + k] - mx);
-    sum += sm.slice_l[slice + k] * f;
-    const float4 a = sm.slice_acc[slice + k - 1][0][c8], bq = sm.slice_acc[slice + k - 1][1][c8];
-    acc[0] += f * a.x, acc[1] += f * a.y, acc[2] += f * a.z, acc[3] += f * a.w;
-    acc[4] += f * bq.x, acc[5] += f * bq.y, acc[6] += f * bq.z, acc[7] += f * bq.w;
+    for (int k = 1; k < spr; ++k) {  // fixed order: bitwise deterministic
+      const float f = empty ? 0.f : FastExp2(sm.slice_m[k] - mx);
+      sum += sm.slice_l[k] * f;
+      const float4 a = sm.slice_acc[((k - 1) * 2) * threads + c8], bq = sm.slice_acc[((k - 1) * 2 + 1) * threads + c8];
+      acc[0] += f * a.x, acc[1] += f * a.y, acc[2] += f * a.z, acc[3] += f * a.w;
+      acc[4] += f * bq.x, acc[5] += f * bq.y, acc[6] += f * bq.z, acc[7] += f * bq.w;
+    }
+  } else if (!active) {
+    return;  // nothing to merge: no barrier
   }
   const float inv = sum > 0.f ? 1.f / sum : 0.f;
   const long long n = rq.q0 + row / kHeads;
   const int h = row % kHeads;
   // Two 8-byte stores: o rows are only 8-byte aligned (o_stride_h % 4 == 0).
-  uint2* dst = reinterpret_cast<uint2*>(p.o + n * p.o_stride_n + h * p.o_stride_h + c8 * kCols);
+  uint2* dst = reinterpret_cast<uint2*>(p.o + n * p.o_stride_n + h * p.o_stride_h + col16 * kCols);
   dst[0] = make_uint2(PackBf16x2(acc[0] * inv, acc[1] * inv), PackBf16x2(acc[2] * inv, acc[3] * inv));
   dst[1] = make_uint2(PackBf16x2(acc[4] * inv, acc[5] * inv), PackBf16x2(acc[6] * inv, acc[7] * inv));
-  if (p.lse != nullptr && c8 == 0)
+  if (p.lse != nullptr && col16 == 0)
     p.lse[n * kHeads + h] = empty ? NegInf() : (mx + __log2f(sum)) * 0.69314718055994531f;
 }
 
 template <int kHeads>
 __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   __shared__ CombineSmem sm;
-  switch (CombineSlicesPerRow(p.num_splits + 1)) {  // uniform over the grid
-    case 1: CombineRows<kHeads, 1>(p, sm); break;
-    default: CombineRows<kHeads, kCombineSlices>(p, sm); break;
+  if (!CombineWide(p.num_splits + 1)) {  // uniform over the grid
+    CombineRows<kHeads, 0>(p, sm);
+  } else if (p.combine_row_parts == 1) {
+    CombineRows<kHeads, 1>(p, sm);
+  } else {
+    CombineRows<kHeads, kCombineMaxRowParts>(p, sm);
   }
 }
 

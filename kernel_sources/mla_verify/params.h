@@ -42,6 +42,7 @@ struct MlaVerifyParams {
   int num_splits;  // prefix chunks; the workspace holds num_splits + 1 states per row
   int rows_cap;    // max_draft * H: rows of one request's states
   int error_slot_count;  // the split kernel's CTAs
+  int combine_row_parts;  // CTAs per query row of a wide combine (traits.h: CombineRowParts)
   int is_causal;
   float prefix_scale_log2;  // sm_scale * k_scale * log2(e)
   float tree_scale_log2;    // sm_scale * log2(e)

@@ -133,30 +133,38 @@ struct TileFor<true> {
 enum TileId : int { kTileArch = 0, kTile16x32 = 1, kTile32x16 = 2, kTile64x64 = 3 };
 constexpr int kNumTileIds = 4;
 
-// Combine: kCombineSlices slices of 64 threads (8 output columns each) per CTA. A query row takes
-// CombineSlicesPerRow(states) of them (1 or 8), which take every that-many-th state, kCombineBatch
-// states per memory round trip, and are merged in slice order; a CTA combines kCombineSlices / that
-// many rows. With few states (many heads or requests, few splits) a CTA serves 8 rows, so the grid
-// stays about one wave: a CTA's 512 threads at 73 registers each leave no room for a second on an
-// SM. (Two or four slices per row as well measured slower on the H200: the larger module's cold
-// instruction fetch cost 1-1.5 us on every launch. Batches of 8 states instead of 16 halve the
-// unrolled code and measured 0.1-1.2 us faster on every KERNEL.md shape; batches of 4 slower.)
-constexpr int kCombineSlices = 8;
-constexpr int kCombineThreads = 64 * kCombineSlices;
-constexpr int kCombineBatch = 8;
+// Combine: CTAs of kCombineThreads threads, each thread 8 output columns of one query row (one
+// 16-byte load of bf16 partial O per state), kCombineBatch states per memory round trip.
+// - Up to kCombineOneSliceMaxStates states: a CTA serves kCombineRowsPerCta rows, one slice of 64
+//   threads each, which merges all of its row's states. (Launches with many rows, 64 heads or
+//   batches, stay about one wave: a CTA's 512 threads at 73 registers leave no room for a second on
+//   an SM.)
+// - More ("wide"): a row is served by `parts` CTAs (CombineRowParts: 2 when twice the rows still fit
+//   one wave, so few-row launches use twice the SMs, else 1), each covering 512 / parts columns with
+//   8 * parts slices of 64 / parts threads. Slice k takes states k, k + 8 * parts, ...; the slices are
+//   merged in slice order, bitwise deterministic.
+// (Per-row slice counts as template parameters measured slower on the H200: the larger module's cold
+// instruction fetch cost 1-1.5 us on every launch. Batches of 16 states were slower than 8, as were
+// batches of 4. Batches of 9: a request's states are num_splits + 1, and with 8 or 64 splits a batch
+// of 8 left one state per slice for a second round trip.)
+constexpr int kCombineThreads = 512;
+constexpr int kCombineRowsPerCta = 8;
+constexpr int kCombineMaxRowParts = 2;
+constexpr int kCombineMaxSlices = 8 * kCombineMaxRowParts;
+constexpr int kCombineBatch = 9;
 constexpr int kCombineMaxStates = 1024;  // num_splits + 1 (the plan enforces it)
 constexpr int kCombineOneSliceMaxStates = 32;
 
-// One slice per row for up to 32 states (four batches of loads), else eight.
-KJIT_MLA_HOST_DEVICE constexpr int CombineSlicesPerRow(int states) {
-  return states <= kCombineOneSliceMaxStates ? 1 : kCombineSlices;
+KJIT_MLA_HOST_DEVICE constexpr bool CombineWide(int states) { return states > kCombineOneSliceMaxStates; }
+// The CTAs per query row of a wide combine: 2 when rows * 2 CTAs fit on `sms` SMs, else 1 (1 for a
+// narrow one).
+KJIT_MLA_HOST_DEVICE constexpr int CombineRowParts(long long rows, int states, int sms) {
+  return CombineWide(states) && rows * kCombineMaxRowParts <= sms ? kCombineMaxRowParts : 1;
 }
-KJIT_MLA_HOST_DEVICE constexpr int CombineRowsPerCta(int states) {
-  return kCombineSlices / CombineSlicesPerRow(states);
-}
-// The combine's CTAs per request (its grid's x): rows_cap rows, CombineRowsPerCta(states) per CTA.
-KJIT_MLA_HOST_DEVICE constexpr unsigned CombineCtasPerRequest(unsigned rows_cap, int states) {
-  return (rows_cap + CombineRowsPerCta(states) - 1) / CombineRowsPerCta(states);
+// The combine's CTAs per request (its grid's x) for rows_cap rows.
+KJIT_MLA_HOST_DEVICE constexpr unsigned CombineCtasPerRequest(unsigned rows_cap, int states, int parts) {
+  return CombineWide(states) ? rows_cap * static_cast<unsigned>(parts)
+                             : (rows_cap + kCombineRowsPerCta - 1) / kCombineRowsPerCta;
 }
 
 }  // namespace mla

@@ -69,7 +69,9 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   if (plan.main.grid[1] != static_cast<unsigned>(p.batch) ||
       plan.main.grid[2] != static_cast<unsigned>(plan.num_splits) + 1 ||
       plan.main.grid[0] * plan.main.block[0] == 0 ||
-      plan.combine.grid[0] != mla::CombineCtasPerRequest(rows_cap, plan.num_splits + 1))
+      plan.combine_row_parts < 1 || plan.combine_row_parts > mla::kCombineMaxRowParts ||
+      (plan.combine_row_parts > 1 && !mla::CombineWide(plan.num_splits + 1)) ||
+      plan.combine.grid[0] != mla::CombineCtasPerRequest(rows_cap, plan.num_splits + 1, plan.combine_row_parts))
     return Invalid("plan geometry does not match the problem; re-plan");
   KJIT_RETURN_IF_ERROR(CheckPtr(b.workspace, "workspace", 256));
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
@@ -120,6 +122,7 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   params.error_word = As<unsigned>(b.workspace + plan.error_word_offset);
   params.error_slots = As<unsigned>(b.workspace + ws.error_slots_offset);
   params.error_slot_count = static_cast<int>(split_ctas);
+  params.combine_row_parts = plan.combine_row_parts;
   params.num_q = p.num_q;
   params.num_slots = p.num_slots;
   params.num_kv_indices = p.num_kv_indices;

@@ -235,7 +235,9 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   plan.main.grid[2] = static_cast<unsigned>(plan.num_splits) + 1;
   plan.main.block[0] = static_cast<unsigned>(tile.threads);
   plan.main.dynamic_smem = static_cast<unsigned>(tile.smem_bytes);
-  plan.combine.grid[0] = mla::CombineCtasPerRequest(rows_cap, plan.num_splits + 1);  // 1-8 rows per CTA
+  const int states = plan.num_splits + 1;
+  plan.combine_row_parts = mla::CombineRowParts(static_cast<long long>(p.batch) * rows_cap, states, dev.sm_count);
+  plan.combine.grid[0] = mla::CombineCtasPerRequest(rows_cap, states, plan.combine_row_parts);
   plan.combine.grid[1] = static_cast<unsigned>(p.batch);
   plan.combine.block[0] = mla::kCombineThreads;
   plan.combine.programmatic_dependent = dev.cc_major >= 9;  // griddepcontrol: sm_90 and later

@@ -209,6 +209,23 @@ TEST_P(MlaVerifyGpu, EverySplitCountMatchesTheReference) {
   }
 }
 
+// Few rows and many states: the combine's wide layouts, one and two CTAs per row (the plan takes two
+// while the rows twice over fit the SMs), at the boundary state counts 32 (one slice per row) and 33.
+TEST_P(MlaVerifyGpu, WideCombineOverOneAndTwoCtasPerRowMatchesTheReference) {
+  CaseSpec s;
+  s.seed = 97, s.num_heads = 8, s.prefix_lens = {4097}, s.draft_lens = {5}, s.mask = kernels::MaskKind::kPacked;
+  s.tree = TreeKind::kBushy, s.write_lse = true;
+  MlaCase c = reference::MakeCase(s);
+  for (int splits : {31, 32, 64}) {
+    c.problem.force_num_splits = splits;
+    Check(c, "force_num_splits " + std::to_string(splits));
+  }
+  s.prefix_lens = {4097, 3000, 0}, s.draft_lens = {16, 16, 3};  // 3 x 128 rows: one CTA per row
+  MlaCase big = reference::MakeCase(s);
+  big.problem.force_num_splits = 64;
+  Check(big, "three requests, force_num_splits 64");
+}
+
 // The same case with row strides larger than the rows (q, k_extend, o), as a caller slicing bigger
 // tensors passes them.
 MlaCase WithPaddedStrides(const MlaCase& dense) {
@@ -266,6 +283,20 @@ TEST_P(MlaVerifyGpu, SanitizeOneSplitOverSeveralTiles) {
   MlaCase c = reference::MakeCase(s);
   c.problem.force_num_splits = 1;
   Check(c, "one split, five tiles");
+}
+
+// The combine's wide layouts under the sanitizers: 33 states, one request of 16 rows (two CTAs per
+// row) and one of 64 beside a padded one (one CTA per row).
+TEST_P(MlaVerifyGpu, SanitizeWideCombine) {
+  CaseSpec s = SmallSpec(75, kernels::MaskKind::kPacked);
+  s.prefix_lens = {2200}, s.draft_lens = {2}, s.padded_requests = 0;
+  MlaCase c = reference::MakeCase(s);
+  c.problem.force_num_splits = 32;
+  Check(c, "16 rows, 33 states");
+  s.prefix_lens = {2200, 40}, s.draft_lens = {8, 3}, s.padded_requests = 1;
+  MlaCase two = reference::MakeCase(s);
+  two.problem.force_num_splits = 32;
+  Check(two, "64 rows, 33 states");
 }
 
 TEST_P(MlaVerifyGpu, SanitizeOutOfRangeSlot) {

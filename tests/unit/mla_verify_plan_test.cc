@@ -144,8 +144,7 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   EXPECT_EQ(plan->main.grid[2], static_cast<unsigned>(plan->num_splits) + 1);  // the tree slab last
   EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::ConfigWgmma::kThreads));
   EXPECT_EQ(plan->main.dynamic_smem, static_cast<unsigned>(mla::kWgmmaSmemBytes));
-  const unsigned combine_rows = static_cast<unsigned>(mla::CombineRowsPerCta(plan->num_splits + 1));
-  EXPECT_EQ(plan->combine.grid[0], (rows + combine_rows - 1) / combine_rows);
+  EXPECT_EQ(plan->combine.grid[0], mla::CombineCtasPerRequest(rows, plan->num_splits + 1, plan->combine_row_parts));
   EXPECT_EQ(plan->combine.block[0], static_cast<unsigned>(mla::kCombineThreads));
   EXPECT_EQ(plan->combine.grid[1], 3u);
   EXPECT_TRUE(plan->combine.programmatic_dependent);  // sm_90: griddepcontrol
@@ -219,16 +218,22 @@ TEST(MlaVerifyPlanTest, SplitsFillTheMachineForLongPrefixesOnly) {
 }
 
 TEST(MlaVerifyPlanTest, CombineGridServesSeveralRowsPerCtaWhenStatesAreFew) {
-  // Slices per row: one up to kCombineOneSliceMaxStates states, else all eight.
-  EXPECT_EQ(mla::CombineSlicesPerRow(1), 1);
-  EXPECT_EQ(mla::CombineSlicesPerRow(mla::kCombineOneSliceMaxStates), 1);
-  EXPECT_EQ(mla::CombineSlicesPerRow(mla::kCombineOneSliceMaxStates + 1), mla::kCombineSlices);
-  EXPECT_EQ(mla::CombineSlicesPerRow(mla::kCombineMaxStates), mla::kCombineSlices);
-  for (int states = 1; states <= mla::kCombineMaxStates; ++states)
-    EXPECT_EQ(mla::CombineRowsPerCta(states) * mla::CombineSlicesPerRow(states), mla::kCombineSlices);
+  // Up to kCombineOneSliceMaxStates states: kCombineRowsPerCta rows per CTA; more: `parts` CTAs per
+  // row, two only for wide combines whose rows twice over still fit the SMs.
+  EXPECT_FALSE(mla::CombineWide(1));
+  EXPECT_FALSE(mla::CombineWide(mla::kCombineOneSliceMaxStates));
+  EXPECT_TRUE(mla::CombineWide(mla::kCombineOneSliceMaxStates + 1));
+  EXPECT_EQ(mla::CombineCtasPerRequest(17, 9, 1), 3u);
+  EXPECT_EQ(mla::CombineCtasPerRequest(17, 65, 1), 17u);
+  EXPECT_EQ(mla::CombineCtasPerRequest(17, 65, 2), 34u);
+  EXPECT_EQ(mla::CombineRowParts(64, 133, 132), 2);
+  EXPECT_EQ(mla::CombineRowParts(67, 133, 132), 1);
+  EXPECT_EQ(mla::CombineRowParts(64, mla::kCombineOneSliceMaxStates, 132), 1);
+  // The smallest slice still covers its part of the 512 columns, 8 per thread.
+  EXPECT_EQ(mla::kCombineThreads / mla::kCombineMaxSlices * 8 * mla::kCombineMaxRowParts, 512);
   // H64 D16 P64k: 1,024 rows and few splits; a CTA per row would be eight waves of one-CTA-per-SM
-  // combines. H8 D16 P64k: many splits, one row per CTA. A row count that is not a multiple of the
-  // rows per CTA would round the grid up (the last CTA's extra slices return at once).
+  // combines. H8 D16 P64k: many splits, one CTA per row. A row count that is not a multiple of the
+  // rows per CTA rounds the grid up (the last CTA's extra slices return at once).
   for (const auto& [heads, draft, prefix, forced] : std::vector<std::tuple<int, int, int64_t, int>>{
            {64, 16, 65536, 0}, {8, 16, 65536, 0}, {8, 16, 16384, 0}, {16, 33, 5000, 3}, {8, 7, 9000, 40}}) {
     MlaVerifyProblem p = Problem(2, heads, draft, prefix);
@@ -236,11 +241,19 @@ TEST(MlaVerifyPlanTest, CombineGridServesSeveralRowsPerCtaWhenStatesAreFew) {
     auto plan = PlanMlaVerify(p, H200());
     ASSERT_TRUE(plan.ok()) << plan.status();
     const unsigned rows = static_cast<unsigned>(heads * draft);
-    const unsigned per = static_cast<unsigned>(mla::CombineRowsPerCta(plan->num_splits + 1));
+    const int states = plan->num_splits + 1;
+    const unsigned per = mla::CombineWide(states) ? 1u : static_cast<unsigned>(mla::kCombineRowsPerCta);
+    EXPECT_EQ(plan->combine_row_parts, 1) << heads << " heads, D " << draft;  // 2 x rows > 132 SMs
     EXPECT_EQ(plan->combine.grid[0], (rows + per - 1) / per) << heads << " heads, D " << draft;
     EXPECT_EQ(plan->combine.grid[1], 2u);
     EXPECT_LE(plan->combine.grid[0] * plan->combine.grid[1], 2u * 132) << heads << " heads, D " << draft;
   }
+  // H8 D8 P64k (KERNEL.md's K7): 64 rows and over 100 splits: two CTAs per row, 128 of 132 SMs.
+  auto k7 = PlanMlaVerify(Problem(1, 8, 8, 65536), H200());
+  ASSERT_TRUE(k7.ok()) << k7.status();
+  ASSERT_TRUE(mla::CombineWide(k7->num_splits + 1));
+  EXPECT_EQ(k7->combine_row_parts, 2);
+  EXPECT_EQ(k7->combine.grid[0], 128u);
 }
 
 TEST(MlaVerifyPlanTest, CatalogHasEveryHeadCountAndMaskKind) {
