@@ -58,19 +58,62 @@ void DeviceRuntime::PinnedBuffer::Reset() {
 }
 
 Status DeviceRuntime::HoldUntilDone(std::vector<std::shared_ptr<const void>> refs) {
+  return HoldUntilDone(std::move(refs), ErrorWatch{});
+}
+
+StatusOr<uint32_t*> DeviceRuntime::AcquireErrorWord() {
+  if (async_words_.data == nullptr) {
+    KJIT_ASSIGN_OR_RETURN(uint8_t* page, GrowPinned(&async_words_, kMaxAsyncErrorWords * sizeof(uint32_t)));
+    uint32_t* words = reinterpret_cast<uint32_t*>(page);
+    for (size_t i = kMaxAsyncErrorWords; i-- > 0;) free_words_.push_back(words + i);
+  }
+  if (free_words_.empty()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        kMaxAsyncErrorWords, " asynchronous launches are in flight on GPU ", info_.ordinal,
+        "; wait for some of them (their kjit_signal_event) before queueing more"));
+  }
+  uint32_t* w = free_words_.back();
+  free_words_.pop_back();
+  *w = 0;
+  return w;
+}
+
+Status DeviceRuntime::HoldUntilDone(std::vector<std::shared_ptr<const void>> refs, ErrorWatch watch) {
   KJIT_ASSIGN_OR_RETURN(driver::Event done, driver::Event::Create(CU_EVENT_DISABLE_TIMING));
-  KJIT_RETURN_IF_ERROR(done.Record(stream_.get()));
-  in_flight_.push_back({std::move(done), std::move(refs)});
+  Status s = done.Record(stream_.get());
+  if (!s.ok()) {
+    if (watch.word != nullptr) free_words_.push_back(watch.word);
+    return s;
+  }
+  in_flight_.push_back({std::move(done), std::move(refs), std::move(watch)});
   return absl::OkStatus();
 }
 
-void DeviceRuntime::Reap() {
+std::vector<std::string> DeviceRuntime::Reap() {
+  std::vector<std::string> reports;
   auto api = driver::Get();
-  if (!api.ok()) return;
+  if (!api.ok()) return reports;
   // Events complete in stream order: stop at the first one still pending.
   while (!in_flight_.empty() && (*api)->cuEventQuery(in_flight_.front().done.get()) != CUDA_ERROR_NOT_READY) {
+    ErrorWatch& w = in_flight_.front().watch;
+    if (w.word != nullptr) {
+      if (*w.word != 0 && w.report) {
+        reports.push_back(w.report(*w.word));
+        for (const std::string& e : w.events) async_failures_[e] = reports.back();
+      }
+      free_words_.push_back(w.word);
+    }
     in_flight_.pop_front();
   }
+  return reports;
+}
+
+std::string DeviceRuntime::TakeAsyncFailure(const std::string& event) {
+  auto it = async_failures_.find(event);
+  if (it == async_failures_.end()) return "";
+  std::string r = std::move(it->second);
+  async_failures_.erase(it);
+  return r;
 }
 
 }  // namespace kjit::server

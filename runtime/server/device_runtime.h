@@ -5,8 +5,11 @@
 #pragma once
 
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "runtime/driver/cuda_driver.h"
@@ -52,8 +55,26 @@ class DeviceRuntime {
   // Asynchronous launches: keeps `refs` (regions, events) alive until the work queued on the
   // stream so far has finished; Reap drops those whose work is done. Hold mu().
   Status HoldUntilDone(std::vector<std::shared_ptr<const void>> refs);
-  void Reap();
   size_t in_flight() const { return in_flight_.size(); }  // held launches not yet reaped
+
+  // An asynchronous launch's kernel error word, read only once its work is done. AcquireErrorWord
+  // hands out a page-locked word for the launch to copy its error word into on the stream
+  // (RESOURCE_EXHAUSTED with kMaxAsyncErrorWords launches in flight); HoldUntilDone with `watch`
+  // then keeps it until Reap finds the work done and, when the word is nonzero, files
+  // watch.report(word) under each of watch.events (the launch's event names). Hold mu().
+  static constexpr size_t kMaxAsyncErrorWords = 4096;
+  struct ErrorWatch {
+    uint32_t* word = nullptr;
+    std::vector<std::string> events;
+    std::function<std::string(uint32_t)> report;
+  };
+  StatusOr<uint32_t*> AcquireErrorWord();
+  void ReleaseErrorWord(uint32_t* word) { free_words_.push_back(word); }  // not queued after all
+  Status HoldUntilDone(std::vector<std::shared_ptr<const void>> refs, ErrorWatch watch);
+  // Drops the finished launches; returns the reports filed by this call (for the log).
+  std::vector<std::string> Reap();
+  // The report filed under `event` by an earlier launch, removed; empty when none. Hold mu().
+  std::string TakeAsyncFailure(const std::string& event);
 
  private:
   DeviceRuntime(driver::DeviceInfo info, driver::Context ctx, driver::Stream stream, driver::Stream readback)
@@ -79,9 +100,12 @@ class DeviceRuntime {
   struct InFlight {
     driver::Event done;
     std::vector<std::shared_ptr<const void>> refs;
+    ErrorWatch watch;
   };
   std::deque<InFlight> in_flight_;
-  PinnedBuffer pinned_word_, pinned_staging_;
+  PinnedBuffer pinned_word_, pinned_staging_, async_words_;
+  std::vector<uint32_t*> free_words_;
+  std::map<std::string, std::string> async_failures_;  // event name -> report
   std::mutex mu_;
 };
 

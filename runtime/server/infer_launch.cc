@@ -6,6 +6,7 @@
 
 #include "runtime/ipc/sigbus_guard.h"
 #include "runtime/server/family_dispatch.h"
+#include "runtime/server/log.h"
 
 namespace kjit::server {
 namespace {
@@ -90,6 +91,24 @@ Status CheckIndptrs(ParsedInfer* p, const IndptrCopies& cuda_copies) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// What the kernels' error word says, as the status the launch returns.
+Status KernelErrors(uint32_t err, int64_t num_slots) {
+  if (err & kernels::kMlaErrKvIndexOutOfRange) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor 'kv_indices': kv_indices entry >= S (", num_slots,
+        " kv_cache rows); those slots were treated as masked and the output is not valid"));
+  }
+  if (err != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("the kernel reported error bits 0x", absl::Hex(err),
+                                                   " (indptr inconsistent with the sizes)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 bool HasCudaIndptr(const ParsedInfer& p) {
   for (int slot : kIndptrSlots) {
     const int i = p.layout.input_slot[slot];
@@ -120,8 +139,30 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
 
   std::lock_guard<std::mutex> lock(dev->mu());
   KJIT_RETURN_IF_ERROR(dev->context().MakeCurrent());
-  dev->Reap();
+  for (const std::string& r : dev->Reap()) Log(LogLevel::kWarn, r);
   if (dev->kernels() == nullptr) return absl::FailedPreconditionError("kernels not loaded on this GPU");
+  // An earlier asynchronous launch's kernel errors are known only once it has run: they fail the
+  // next launch on this GPU that names one of its events.
+  for (const auto& ev : {wait_ev, signal_ev}) {
+    if (!ev) continue;
+    const std::string failure = dev->TakeAsyncFailure(ev->name);
+    if (!failure.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "not run: an earlier ", failure, " (reported to the next launch that names event '", ev->name, "')"));
+    }
+  }
+  // An asynchronous launch copies its error word into a word of its own, read when it is reaped.
+  uint32_t* async_word = nullptr;
+  if (signal_ev) {
+    KJIT_ASSIGN_OR_RETURN(async_word, dev->AcquireErrorWord());
+  }
+  struct ReleaseWord {
+    DeviceRuntime* dev;
+    uint32_t* word;
+    ~ReleaseWord() {
+      if (word != nullptr) dev->ReleaseErrorWord(word);
+    }
+  } release_word{dev, async_word};
   const CUstream stream = dev->stream();
   // Once a copy is queued, an error return first waits for the queued work: the regions that `p`
   // holds (released when the caller drops it) and the pinned staging must outlive every use of them
@@ -273,11 +314,25 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   if (signal_ev) {
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuEventRecord(signal_ev->event->get(), stream),
                                        "cuEventRecord(kjit_signal_event)"));
+    // After the client's event: the client does not wait for this copy.
+    KJIT_RETURN_IF_ERROR(driver::Check(
+        api->cuMemcpyDtoHAsync(async_word, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
+        "reading the error word"));
+    release_word.word = nullptr;  // queued: the word belongs to the launch now (or leaks on a failure below)
     // Regions and events stay referenced until the launch has finished on the GPU.
     std::vector<std::shared_ptr<const void>> refs = {wait_ev, signal_ev};
     for (const auto& s : p->input_src) refs.push_back(s.region);
     for (const auto& s : p->output_src) refs.push_back(s.region);
-    KJIT_RETURN_IF_ERROR(dev->HoldUntilDone(std::move(refs)));
+    DeviceRuntime::ErrorWatch watch;
+    watch.word = async_word;
+    if (wait_ev) watch.events.push_back(wait_ev->name);
+    watch.events.push_back(signal_ev->name);
+    watch.report = [model = p->model->name, id = resp->id(), event = signal_ev->name,
+                    slots = p->problem.num_slots](uint32_t err) {
+      return absl::StrCat("asynchronous ", model, " launch (id '", id, "', kjit_signal_event '", event,
+                          "') failed: ", KernelErrors(err, slots).message());
+    };
+    KJIT_RETURN_IF_ERROR(dev->HoldUntilDone(std::move(refs), std::move(watch)));
     drain.armed = false;
     for (size_t i = 0; i < p->outputs.size(); ++i) resp->add_raw_output_contents();
     return absl::OkStatus();
@@ -295,16 +350,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   drain.armed = false;
   *compute_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now() - t0).count();
-  const uint32_t err = *err_word;
-  if (err & kernels::kMlaErrKvIndexOutOfRange) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor 'kv_indices': kv_indices entry >= S (", p->problem.num_slots,
-        " kv_cache rows); those slots were treated as masked and the output is not valid"));
-  }
-  if (err != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("the kernel reported error bits 0x", absl::Hex(err),
-                                                   " (indptr inconsistent with the sizes)"));
-  }
+  KJIT_RETURN_IF_ERROR(KernelErrors(*err_word, p->problem.num_slots));
   for (size_t i = 0; i < p->outputs.size(); ++i) {
     std::string* raw = resp->add_raw_output_contents();
     const TensorSource& s = p->output_src[i];

@@ -104,10 +104,10 @@ Status RunDaemon(const Flags& flags) {
   for (auto& dev : d.devices) {
     std::lock_guard<std::mutex> lock(dev->mu());
     (void)dev->context().MakeCurrent();
-    dev->Reap();
+    for (const std::string& r : dev->Reap()) Log(LogLevel::kWarn, r);
     while (dev->in_flight() > 0 && std::chrono::steady_clock::now() < give_up) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      dev->Reap();
+      for (const std::string& r : dev->Reap()) Log(LogLevel::kWarn, r);
     }
   }
   unlink(flags.socket.c_str());

@@ -107,6 +107,45 @@ Status RunAsync(Client* x) {
                    absl::StrCat("async iteration ", iter, ": o differs from the in-process launch"));
   }
   std::printf("PASS async: 10 launches ordered by IPC events, bitwise equal to in-process\n");
+  // A kv_indices entry >= S in an asynchronous launch: the reply comes before the kernel has run, so
+  // the error is reported to the next launch that names one of its events (which does not run), and
+  // the launch after that runs.
+  {
+    size_t k = 0;
+    while (k < l.inputs.size() && l.inputs[k].name != "kv_indices") ++k;
+    KJIT_E2E_CHECK(k < l.inputs.size() && !base.kv_indices.empty(), "the case has kv_indices");
+    const int64_t bad_slot = static_cast<int64_t>(base.kv_cache.size() / kernels::kMlaKDim);
+    const CUdeviceptr entry = a.in->base() + l.input_offsets[k] + 3 * sizeof(int64_t);
+    auto launch = [&](int64_t slot) -> grpc::Status {
+      (void)api->cuMemcpyHtoDAsync(entry, &slot, sizeof(slot), cs);
+      (void)ready.Record(cs);
+      inference::ModelInferRequest req = InferRequest("mla_verify", base, l, x->prefix + "-in", x->prefix + "-out", x->device, false);
+      req.set_id("bad-slot");
+      (*req.mutable_parameters())["kjit_wait_event"].set_string_param(x->prefix + "-ready");
+      (*req.mutable_parameters())["kjit_signal_event"].set_string_param(x->prefix + "-done");
+      inference::ModelInferResponse resp;
+      const grpc::Status st = Call(x, req, &resp);
+      (void)api->cuStreamWaitEvent(cs, done.get(), 0);
+      (void)x->stream->Synchronize();  // the launch (if any) has run when this returns
+      return st;
+    };
+    const grpc::Status queued = launch(bad_slot);
+    KJIT_E2E_CHECK(queued.ok(), "async launch with kv_indices >= S is queued: " + queued.error_message());
+    const grpc::Status next = launch(base.kv_indices[3]);
+    KJIT_E2E_CHECK(next.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
+                       next.error_message().find("kv_indices") != std::string::npos &&
+                       next.error_message().find("bad-slot") != std::string::npos,
+                   absl::StrCat("the launch after an async kv_indices >= S gave code ", next.error_code(), ": ",
+                                next.error_message()));
+    const grpc::Status after = launch(base.kv_indices[3]);
+    KJIT_E2E_CHECK(after.ok(), "the launch after the report runs: " + after.error_message());
+    std::vector<uint16_t> o(l.o_bytes / 2);
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(o.data(), a.out->base() + l.o_offset, l.o_bytes), "read o"));
+    KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess("mla_verify", *x->loaded, x->info, l, a.in->base(), cs));
+    KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), l.o_bytes) == 0, "o after the report differs from in-process");
+    std::printf("PASS async kv_indices >= S: reported to the next launch naming its events (%s)\n",
+                next.error_message().c_str());
+  }
   // Asynchronous launches need every output in a CUDA region; an unknown event is NOT_FOUND.
   inference::ModelInferRequest bad = InferRequest("mla_verify", base, l, x->prefix + "-in", x->prefix + "-out", x->device, true);
   (*bad.mutable_parameters())["kjit_signal_event"].set_string_param(x->prefix + "-done");
