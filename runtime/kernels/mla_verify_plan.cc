@@ -39,8 +39,8 @@ Status ValidateProblem(const MlaVerifyProblem& p) {
     return Invalid(absl::StrCat("num_heads = ", h, "; use 8, 16, 32, 64 or 128 heads per rank"));
   if (p.batch < 1 || p.batch > 65535)
     return Invalid(absl::StrCat("batch = ", p.batch, "; need 1 <= batch <= 65535"));
-  if (p.max_draft < 1 || p.max_draft > 64)
-    return Invalid(absl::StrCat("max_draft = ", p.max_draft, "; need 1 <= max_draft <= 64"));
+  if (p.max_draft < 1 || p.max_draft > kMlaMaxDraft)
+    return Invalid(absl::StrCat("max_draft = ", p.max_draft, "; need 1 <= max_draft <= ", kMlaMaxDraft));
   if (p.num_q < 0 || p.num_q > std::numeric_limits<int32_t>::max())
     return Invalid(absl::StrCat("num_q = ", p.num_q, "; need 0 <= num_q < 2^31 (int32 qo_indptr)"));
   if (p.num_slots < 1) return Invalid(absl::StrCat("num_slots = ", p.num_slots, "; kv_cache needs >= 1 row"));

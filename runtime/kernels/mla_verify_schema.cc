@@ -8,8 +8,6 @@
 namespace kjit::kernels {
 namespace {
 
-constexpr int kMaxDraft = 64;
-
 Status Bad(const std::string& tensor, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("tensor '", tensor, "': ", what));
 }
@@ -211,9 +209,9 @@ Status CheckMlaVerifyIndptrs(std::span<const int32_t> qo, std::span<const int32_
   int64_t packed_words = 0;
   for (size_t i = 0; i < b; ++i) {
     const int64_t d = int64_t{qo[i + 1]} - qo[i];
-    if (d < 1 || d > kMaxDraft) {
+    if (d < 1 || d > kMlaMaxDraft) {
       return Bad("qo_indptr", absl::StrCat("request ", i, " has ", d, " draft tokens (must be 1..",
-                                           kMaxDraft, ")"));
+                                           kMlaMaxDraft, ")"));
     }
     max_draft = std::max(max_draft, static_cast<int>(d));
     packed_words += d * ((d + 31) / 32);

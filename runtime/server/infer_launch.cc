@@ -73,15 +73,11 @@ Status CheckIndptrs(ParsedInfer* p, const IndptrCopies& cuda_copies) {
   KJIT_RETURN_IF_ERROR(kernels::CheckMlaVerifyIndptrs(qo32, kv32, mask64, &p->problem));
   // The launch stages these exact bytes: a client that rewrites its shared memory or device buffer
   // between this check and the launch cannot hand the kernels index pointers that were not checked.
-  // Exception: an asynchronous launch (kjit_signal_event) reads device-resident ones in place, since
-  // staging from pageable memory would synchronize the stream on the host; the kernels' own checks
-  // against the validated sizes keep it inside the buffers (KERNEL.md error word).
   const std::vector<uint8_t>* copies[] = {&qo, &kv, &mask};
   for (int k = 0; k < 3; ++k) {
     const int idx = p->layout.input_slot[kIndptrSlots[k]];
     if (idx < 0) continue;
     TensorSource& src = p->input_src[idx];
-    if (src.kind == Kind::kCuda && !p->signal_event.empty()) continue;
     src.kind = Kind::kInline;
     src.owned.assign(copies[k]->begin(), copies[k]->end());
     src.host = reinterpret_cast<const uint8_t*>(src.owned.data());
@@ -108,6 +104,14 @@ Status KernelErrors(uint32_t err, int64_t num_slots) {
 }
 
 }  // namespace
+
+void PlanUnchecked(ParsedInfer* p) {
+  kernels::MlaVerifyProblem& pr = p->problem;
+  pr.max_draft = p->max_draft_hint > 0
+                     ? static_cast<int>(p->max_draft_hint)
+                     : static_cast<int>(std::clamp<int64_t>(pr.num_q, 1, kernels::kMlaMaxDraft));
+  pr.max_prefix = p->max_prefix_hint >= 0 ? p->max_prefix_hint : pr.num_kv_indices;
+}
 
 bool HasCudaIndptr(const ParsedInfer& p) {
   for (int slot : kIndptrSlots) {
@@ -177,7 +181,9 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     }
   } drain{api, stream};
 
-  if (HasCudaIndptr(*p)) {
+  if (HasCudaIndptr(*p) && signal_ev) {
+    PlanUnchecked(p);
+  } else if (HasCudaIndptr(*p)) {
     // Device-resident index pointers: every read-back queued on the read-back stream (after the
     // client's event, which may still be producing them) into pinned memory, one synchronization,
     // then the check on those copies; the launch stages the checked copies.

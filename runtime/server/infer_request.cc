@@ -73,11 +73,23 @@ Status ParseRequestParams(const inference::ModelInferRequest& req, ParsedInfer* 
       KJIT_ASSIGN_OR_RETURN(out->wait_event, AsString(name, p));
     } else if (name == "kjit_signal_event") {
       KJIT_ASSIGN_OR_RETURN(out->signal_event, AsString(name, p));
+    } else if (name == "kjit_max_draft") {
+      KJIT_ASSIGN_OR_RETURN(out->max_draft_hint, AsInt(name, p));
+      if (out->max_draft_hint < 1 || out->max_draft_hint > kernels::kMlaMaxDraft) {
+        return absl::InvalidArgumentError(absl::StrCat("parameter 'kjit_max_draft' is ", out->max_draft_hint,
+                                                       "; must be 1..", kernels::kMlaMaxDraft));
+      }
+    } else if (name == "kjit_max_prefix") {
+      KJIT_ASSIGN_OR_RETURN(out->max_prefix_hint, AsInt(name, p));
+      if (out->max_prefix_hint < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("parameter 'kjit_max_prefix' is ", out->max_prefix_hint,
+                                                       "; must be >= 0"));
+      }
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown request parameter '", name,
           "' (known: sm_scale, k_scale, v_scale, is_causal, kjit_device, kjit_wait_event, "
-          "kjit_signal_event)"));
+          "kjit_signal_event, kjit_max_draft, kjit_max_prefix)"));
     }
   }
   return absl::OkStatus();

@@ -36,6 +36,9 @@ struct ParsedInfer {
   kernels::MlaVerifyScalars scalars;
   int64_t device = 0;  // kjit_device
   std::string wait_event, signal_event;
+  // kjit_max_draft / kjit_max_prefix: bounds on every D_b / P_b that plan an asynchronous launch
+  // whose index pointers stay on the GPU (0 / -1: not given).
+  int64_t max_draft_hint = 0, max_prefix_hint = -1;
   kernels::MlaVerifyLayout layout;
   kernels::MlaVerifyProblem problem;
 };
@@ -51,12 +54,20 @@ using IndptrCopies = std::array<const uint8_t*, 3>;
 // read here; CUDA-resident ones must come as `cuda_copies` (byte_size bytes each, read back by the
 // launch under the device's lock), else INTERNAL. On success each index pointer's source becomes
 // the validated host copy (kInline, region released): the launch stages exactly the bytes that
-// were checked, whatever the client writes to its memory afterwards. Asynchronous launches
-// (kjit_signal_event) keep CUDA-resident index pointers in place (no host stream sync).
+// were checked, whatever the client writes to its memory afterwards.
 Status CheckIndptrs(ParsedInfer* p, const IndptrCopies& cuda_copies = {});
 
-// True when an index pointer lives in a CUDA region (the launch reads it back, then checks it).
+// True when an index pointer lives in a CUDA region. A synchronous launch reads them back and
+// checks them (CheckIndptrs); an asynchronous one does not wait for them: see PlanUnchecked.
 bool HasCudaIndptr(const ParsedInfer& p);
+
+// An asynchronous launch with index pointers on the GPU (the client's kjit_wait_event may still be
+// producing them): no host check and no host synchronization. Sets max_draft and max_prefix from
+// kjit_max_draft / kjit_max_prefix, else from the bounds the shapes give (min(N, 64) and M); the
+// kernels check every request against the sizes (a request whose D_b exceeds max_draft, or whose
+// extents leave q, kv_indices or the mask, is skipped and reported through the error word, never
+// read), and every index pointer is read in place.
+void PlanUnchecked(ParsedInfer* p);
 
 // The parameter names a client may send that kjit ignores (PROTOCOL.md "reserved").
 bool IsReservedParameter(const std::string& name);

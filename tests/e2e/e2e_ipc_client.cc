@@ -70,6 +70,19 @@ Status RunRing(Client* x) {
   return absl::OkStatus();
 }
 
+// An asynchronous mla_verify request on the arenas' regions, ordered by the "-ready" and "-done"
+// events, with the index pointers on the GPU: planned from kjit_max_draft / kjit_max_prefix (here
+// the exact bounds, so the plan equals the in-process launch's and o is bitwise comparable).
+inference::ModelInferRequest AsyncRequest(Client* x, const reference::MlaCase& c, const CaseLayout& l) {
+  inference::ModelInferRequest req = InferRequest("mla_verify", c, l, x->prefix + "-in", x->prefix + "-out", x->device, false);
+  auto& params = *req.mutable_parameters();
+  params["kjit_wait_event"].set_string_param(x->prefix + "-ready");
+  params["kjit_signal_event"].set_string_param(x->prefix + "-done");
+  params["kjit_max_draft"].set_int64_param(l.problem.max_draft);
+  params["kjit_max_prefix"].set_int64_param(l.problem.max_prefix);
+  return req;
+}
+
 Status RunAsync(Client* x) {
   KJIT_RETURN_IF_ERROR(OpenSession(x, "e2e_ipc_client async"));
   KJIT_ASSIGN_OR_RETURN(Arenas a, MakeArenas(x, kInBytes, kOutBytes));
@@ -91,9 +104,7 @@ Status RunAsync(Client* x) {
                                                               c.q.size() * 2, cs), "produce q"));
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8Async(a.out->base() + l.o_offset, 0xFF, l.o_bytes, cs), "poison o"));
     KJIT_RETURN_IF_ERROR(ready.Record(cs));
-    inference::ModelInferRequest req = InferRequest("mla_verify", c, l, x->prefix + "-in", x->prefix + "-out", x->device, false);
-    (*req.mutable_parameters())["kjit_wait_event"].set_string_param(x->prefix + "-ready");
-    (*req.mutable_parameters())["kjit_signal_event"].set_string_param(x->prefix + "-done");
+    const inference::ModelInferRequest req = AsyncRequest(x, c, l);
     inference::ModelInferResponse resp;
     const grpc::Status s = Call(x, req, &resp);
     KJIT_E2E_CHECK(s.ok(), "async ModelInfer: " + s.error_message());
@@ -107,43 +118,83 @@ Status RunAsync(Client* x) {
                    absl::StrCat("async iteration ", iter, ": o differs from the in-process launch"));
   }
   std::printf("PASS async: 10 launches ordered by IPC events, bitwise equal to in-process\n");
-  // A kv_indices entry >= S in an asynchronous launch: the reply comes before the kernel has run, so
-  // the error is reported to the next launch that names one of its events (which does not run), and
-  // the launch after that runs.
-  {
-    size_t k = 0;
-    while (k < l.inputs.size() && l.inputs[k].name != "kv_indices") ++k;
-    KJIT_E2E_CHECK(k < l.inputs.size() && !base.kv_indices.empty(), "the case has kv_indices");
-    const int64_t bad_slot = static_cast<int64_t>(base.kv_cache.size() / kernels::kMlaKDim);
-    const CUdeviceptr entry = a.in->base() + l.input_offsets[k] + 3 * sizeof(int64_t);
-    auto launch = [&](int64_t slot) -> grpc::Status {
-      (void)api->cuMemcpyHtoDAsync(entry, &slot, sizeof(slot), cs);
-      (void)ready.Record(cs);
-      inference::ModelInferRequest req = InferRequest("mla_verify", base, l, x->prefix + "-in", x->prefix + "-out", x->device, false);
-      req.set_id("bad-slot");
-      (*req.mutable_parameters())["kjit_wait_event"].set_string_param(x->prefix + "-ready");
-      (*req.mutable_parameters())["kjit_signal_event"].set_string_param(x->prefix + "-done");
-      inference::ModelInferResponse resp;
-      const grpc::Status st = Call(x, req, &resp);
-      (void)api->cuStreamWaitEvent(cs, done.get(), 0);
-      (void)x->stream->Synchronize();  // the launch (if any) has run when this returns
-      return st;
-    };
-    const grpc::Status queued = launch(bad_slot);
-    KJIT_E2E_CHECK(queued.ok(), "async launch with kv_indices >= S is queued: " + queued.error_message());
-    const grpc::Status next = launch(base.kv_indices[3]);
-    KJIT_E2E_CHECK(next.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
-                       next.error_message().find("kv_indices") != std::string::npos &&
-                       next.error_message().find("bad-slot") != std::string::npos,
-                   absl::StrCat("the launch after an async kv_indices >= S gave code ", next.error_code(), ": ",
-                                next.error_message()));
-    const grpc::Status after = launch(base.kv_indices[3]);
-    KJIT_E2E_CHECK(after.ok(), "the launch after the report runs: " + after.error_message());
+  auto input_at = [&](const char* name) -> CUdeviceptr {
+    for (size_t k = 0; k < l.inputs.size(); ++k) {
+      if (l.inputs[k].name == name) return a.in->base() + l.input_offsets[k];
+    }
+    return 0;
+  };
+  // Record "-ready", run one asynchronous launch, then wait for "-done" on the client's stream.
+  auto launch = [&](const char* id) -> grpc::Status {
+    (void)ready.Record(cs);
+    inference::ModelInferRequest req = AsyncRequest(x, base, l);
+    req.set_id(id);
+    inference::ModelInferResponse resp;
+    const grpc::Status st = Call(x, req, &resp);
+    (void)api->cuStreamWaitEvent(cs, done.get(), 0);
+    (void)x->stream->Synchronize();  // the launch (if any) has run when this returns
+    return st;
+  };
+  auto check_o = [&](const std::string& what) -> Status {
     std::vector<uint16_t> o(l.o_bytes / 2);
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(o.data(), a.out->base() + l.o_offset, l.o_bytes), "read o"));
     KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess("mla_verify", *x->loaded, x->info, l, a.in->base(), cs));
-    KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), l.o_bytes) == 0, "o after the report differs from in-process");
-    std::printf("PASS async kv_indices >= S: reported to the next launch naming its events (%s)\n",
+    KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), l.o_bytes) == 0, what + ": o differs from the in-process launch");
+    return absl::OkStatus();
+  };
+  {
+    // No host synchronization: the reply comes while the client's stream is still busy with work
+    // queued before "-ready" (about 60 GB of memsets), so the daemon waited for none of it.
+    KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer busy, driver::DeviceBuffer::Alloc(size_t{1} << 30));
+    for (int i = 0; i < 60; ++i) {
+      KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD32Async(busy.get(), i, busy.size() / 4, cs), "busy work"));
+    }
+    KJIT_RETURN_IF_ERROR(ready.Record(cs));
+    const auto t0 = std::chrono::steady_clock::now();
+    inference::ModelInferResponse resp;
+    const grpc::Status st = Call(x, AsyncRequest(x, base, l), &resp);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const bool pending = api->cuEventQuery(ready.get()) == CUDA_ERROR_NOT_READY;
+    KJIT_E2E_CHECK(st.ok(), "async ModelInfer behind busy work: " + st.error_message());
+    KJIT_E2E_CHECK(pending, absl::StrCat("the reply (", ms, " ms) came after the client's work before '-ready' "
+                                         "had finished: the daemon synchronized on it"));
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the daemon"));
+    KJIT_RETURN_IF_ERROR(x->stream->Synchronize());
+    KJIT_RETURN_IF_ERROR(check_o("behind busy work"));
+    std::printf("PASS async: reply in %.3f ms while the client's earlier GPU work was still running\n", ms);
+  }
+  // Kernel errors of an asynchronous launch: its reply comes before the kernels run, so they are
+  // reported to the next launch that names one of its events (which does not run), and the launch
+  // after that runs. A kv_indices entry >= S, then a qo_indptr past N.
+  const CUdeviceptr slot3 = input_at("kv_indices") + 3 * sizeof(int64_t);
+  const CUdeviceptr qo1 = input_at("qo_indptr") + sizeof(int32_t);
+  KJIT_E2E_CHECK(slot3 != 3 * sizeof(int64_t) && qo1 != sizeof(int32_t) && base.kv_indices.size() > 3,
+                 "the case has kv_indices and qo_indptr");
+  const int64_t bad_slot = static_cast<int64_t>(base.kv_cache.size() / kernels::kMlaKDim);
+  const int32_t bad_qo = static_cast<int32_t>(base.q.size() / (static_cast<size_t>(base.spec.num_heads) * kernels::kMlaKDim)) + 5;
+  struct Poke {
+    CUdeviceptr at;
+    const void* bad;
+    const void* good;
+    size_t bytes;
+    const char* expect;
+  };
+  for (const Poke& k : {Poke{slot3, &bad_slot, &base.kv_indices[3], sizeof(int64_t), "kv_indices"},
+                        Poke{qo1, &bad_qo, &base.qo_indptr[1], sizeof(int32_t), "indptr"}}) {
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyHtoDAsync(k.at, k.bad, k.bytes, cs), "poke"));
+    const grpc::Status queued = launch("bad-input");
+    KJIT_E2E_CHECK(queued.ok(), absl::StrCat("async launch with a bad ", k.expect, " is queued: ", queued.error_message()));
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyHtoDAsync(k.at, k.good, k.bytes, cs), "restore"));
+    const grpc::Status next = launch("next");
+    KJIT_E2E_CHECK(next.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
+                       next.error_message().find(k.expect) != std::string::npos &&
+                       next.error_message().find("bad-input") != std::string::npos,
+                   absl::StrCat("the launch after an async bad ", k.expect, " gave code ", next.error_code(), ": ",
+                                next.error_message()));
+    const grpc::Status after = launch("after");
+    KJIT_E2E_CHECK(after.ok(), "the launch after the report runs: " + after.error_message());
+    KJIT_RETURN_IF_ERROR(check_o(absl::StrCat("after the ", k.expect, " report")));
+    std::printf("PASS async bad %s: reported to the next launch naming its events (%s)\n", k.expect,
                 next.error_message().c_str());
   }
   // Asynchronous launches need every output in a CUDA region; an unknown event is NOT_FOUND.

@@ -3,6 +3,7 @@
 // memory between the check and the launch would otherwise hand the kernels unchecked offsets).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -143,6 +144,39 @@ TEST_F(InferRequestTest, BadReadBackCopiesAreRefusedAndSourcesKept) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("'mask_indptr'"), std::string::npos) << s;
   EXPECT_TRUE(HasCudaIndptr(p));
+}
+
+// kjit_max_draft / kjit_max_prefix plan an asynchronous launch whose index pointers stay on the
+// GPU; without them the shapes' bounds do (min(N, 64) draft tokens, M prefix rows).
+TEST_F(InferRequestTest, PlanningHintsAreParsedCheckedAndUsed) {
+  auto parsed = ParseInferRequest(&d_, RegionIndptrRequest());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ParsedInfer p = *std::move(parsed);
+  PlanUnchecked(&p);
+  EXPECT_EQ(p.problem.max_draft, std::clamp<int64_t>(p.problem.num_q, 1, kernels::kMlaMaxDraft));
+  EXPECT_EQ(p.problem.max_prefix, p.problem.num_kv_indices);
+
+  Req r = RegionIndptrRequest();
+  (*r.mutable_parameters())["kjit_max_draft"].set_int64_param(7);
+  (*r.mutable_parameters())["kjit_max_prefix"].set_int64_param(123456);
+  parsed = ParseInferRequest(&d_, r);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  p = *std::move(parsed);
+  PlanUnchecked(&p);
+  EXPECT_EQ(p.problem.max_draft, 7);
+  EXPECT_EQ(p.problem.max_prefix, 123456);
+
+  for (const auto& [name, value] : std::vector<std::pair<std::string, int64_t>>{
+           {"kjit_max_draft", 0}, {"kjit_max_draft", 65}, {"kjit_max_prefix", -1}}) {
+    Req bad = RegionIndptrRequest();
+    (*bad.mutable_parameters())[name].set_int64_param(value);
+    const auto s = ParseInferRequest(&d_, bad).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << name << " " << value;
+    EXPECT_NE(s.message().find(name), std::string::npos) << s;
+  }
+  Req text = RegionIndptrRequest();
+  (*text.mutable_parameters())["kjit_max_draft"].set_string_param("16");
+  EXPECT_EQ(ParseInferRequest(&d_, text).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(InferRequestParse, ReservedParameterNames) {
