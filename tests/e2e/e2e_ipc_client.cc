@@ -133,6 +133,9 @@ Status RunAsync(Client* x) {
     const grpc::Status st = Call(x, req, &resp);
     (void)api->cuStreamWaitEvent(cs, done.get(), 0);
     (void)x->stream->Synchronize();  // the launch (if any) has run when this returns
+    // The daemon reads a launch's error word a few microseconds after its signal event (a copy and
+    // its own completion event follow it on the stream).
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
     return st;
   };
   auto check_o = [&](const std::string& what) -> Status {
