@@ -99,7 +99,8 @@ std::vector<std::string> DeviceRuntime::Reap() {
     if (w.word != nullptr) {
       if (*w.word != 0 && w.report) {
         reports.push_back(w.report(*w.word));
-        for (const std::string& e : w.events) async_failures_[e] = reports.back();
+        const auto report = std::make_shared<const std::string>(reports.back());
+        for (const std::string& e : w.events) async_failures_[e] = report;
       }
       free_words_.push_back(w.word);
     }
@@ -111,9 +112,9 @@ std::vector<std::string> DeviceRuntime::Reap() {
 std::string DeviceRuntime::TakeAsyncFailure(const std::string& event) {
   auto it = async_failures_.find(event);
   if (it == async_failures_.end()) return "";
-  std::string r = std::move(it->second);
-  async_failures_.erase(it);
-  return r;
+  const std::shared_ptr<const std::string> report = it->second;
+  std::erase_if(async_failures_, [&](const auto& kv) { return kv.second == report; });
+  return *report;
 }
 
 }  // namespace kjit::server

@@ -73,7 +73,8 @@ class DeviceRuntime {
   Status HoldUntilDone(std::vector<std::shared_ptr<const void>> refs, ErrorWatch watch);
   // Drops the finished launches; returns the reports filed by this call (for the log).
   std::vector<std::string> Reap();
-  // The report filed under `event` by an earlier launch, removed; empty when none. Hold mu().
+  // The report filed under `event` by an earlier launch, removed (under every event it was filed
+  // under); empty when none. Hold mu().
   std::string TakeAsyncFailure(const std::string& event);
 
  private:
@@ -105,7 +106,8 @@ class DeviceRuntime {
   std::deque<InFlight> in_flight_;
   PinnedBuffer pinned_word_, pinned_staging_, async_words_;
   std::vector<uint32_t*> free_words_;
-  std::map<std::string, std::string> async_failures_;  // event name -> report
+  // Event name -> report; a launch's report is filed under each of its events and delivered once.
+  std::map<std::string, std::shared_ptr<const std::string>> async_failures_;
   std::mutex mu_;
 };
 
