@@ -7,7 +7,9 @@
 //   ModelInfer      synchronous round trip through kjitd (parse, read back and check the index
 //                   pointers, stage, launch, error word + outputs back, one stream sync, reply)
 //                   over the Unix socket and over TCP (127.0.0.1), tensors in CUDA IPC regions;
-//                   and over the Unix socket with the small tensors inline (staged by the daemon)
+//                   and over the Unix socket with the small tensors inline (staged by the daemon);
+//                   and with kjit_max_draft / kjit_max_prefix (the kernels check the index pointers:
+//                   no read-back)
 //   launch ring     the same ModelInfer requests through a shared-memory launch ring (OpenRing;
 //                   runtime/ipc/launch_ring.h): no socket; a daemon thread polls the ring; also
 //                   with 2 ms of idleness before each call (the poller asleep: a futex wake-up)
@@ -140,6 +142,9 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
   KJIT_ASSIGN_OR_RETURN(CaseLayout l, UploadCase(c, a.in.get(), a.out.get()));
   const auto regions = InferRequest("mla_verify", c, l, "bench-in", "bench-out", device, false);
   const auto inline_small = InferRequest("mla_verify", c, l, "bench-in", "bench-out", device, true);
+  auto bounded = regions;  // index pointers checked by the kernels instead of read back
+  (*bounded.mutable_parameters())["kjit_max_draft"].set_int64_param(l.problem.max_draft);
+  (*bounded.mutable_parameters())["kjit_max_prefix"].set_int64_param(l.problem.max_prefix);
 
   auto tcp_channel = e2e::Connect(tcp);
   auto tcp_stub = inference::GRPCInferenceService::NewStub(tcp_channel);
@@ -192,7 +197,9 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
            {"ModelInfer, Unix socket, CUDA regions: indptr read-back + check, launch, sync", infer(x.infer.get(), regions)},
            {"ModelInfer, TCP 127.0.0.1, CUDA regions: same over TCP", infer(tcp_stub.get(), regions)},
            {"ModelInfer, Unix socket, small tensors inline: + staging in and out", infer(x.infer.get(), inline_small)},
+           {"ModelInfer, Unix socket, CUDA regions, kjit_max_draft: indptrs checked by the kernels", infer(x.infer.get(), bounded)},
            {"ModelInfer, shared-memory launch ring, CUDA regions", ring_infer(regions)},
+           {"ModelInfer, shared-memory launch ring, CUDA regions, kjit_max_draft", ring_infer(bounded)},
            {"ModelInfer, shared-memory launch ring, small tensors inline", ring_infer(inline_small)}}) {
     const bool model_infer = name.rfind("ModelInfer", 0) == 0;
     KJIT_ASSIGN_OR_RETURN(Row r, Measure(name, warmup, iters, fn, model_infer ? x.infer.get() : nullptr));
@@ -252,16 +259,24 @@ int main(int argc, char** argv) {
   md += "\nin-process: cuLaunchKernel(s) + cuStreamSynchronize, plan made once. ServerLive: the gRPC "
         "transport floor (empty request). ModelInfer rows: full synchronous round trip (parse, index "
         "pointer read-back and check, staging, launch, error word and outputs back, one stream sync, "
-        "reply). In daemon: ModelInfer handler entry to return (ModelStatistics success ns / count over the "
+        "reply); with kjit_max_draft the index pointers are checked by the kernels instead (no "
+        "read-back). In daemon: ModelInfer handler entry to return (ModelStatistics success ns / count over the "
         "measured calls); launch to sync: its part from the kernel launch to the stream synchronization. "
         "Round trip - in daemon = transport (gRPC or the ring, both processes). Launch ring rows: the "
         "same requests serialized into a shared-memory ring that a daemon thread polls; the client "
         "parses the response too.\n";
-  const double unix_p50 = (*rows)[2].p50, ring_p50 = (*rows)[5].p50;
+  auto p50_of = [&](const char* prefix) {
+    double best = -1;
+    for (const auto& r : *rows) {
+      if (r.path.rfind(prefix, 0) == 0 && (best < 0 || r.p50 < best)) best = r.p50;
+    }
+    return best;
+  };
+  const double unix_p50 = p50_of("ModelInfer, Unix socket"), ring_p50 = p50_of("ModelInfer, shared-memory launch ring");
   char verdict[240];
   std::snprintf(verdict, sizeof(verdict),
-                "\nTarget ModelInfer p50 <= 40 us: Unix socket %.1f us (%s); launch ring %.1f us (%s).\n", unix_p50,
-                unix_p50 <= 40 ? "met" : "NOT met", ring_p50, ring_p50 <= 40 ? "met" : "NOT met");
+                "\nTarget ModelInfer p50 <= 40 us: Unix socket %.1f us (%s); launch ring %.1f us (%s) (the best row of "
+                "each).\n", unix_p50, unix_p50 <= 40 ? "met" : "NOT met", ring_p50, ring_p50 <= 40 ? "met" : "NOT met");
   md += verdict;
   std::fputs(md.c_str(), stdout);
   if (!out.empty()) std::ofstream(out) << md;

@@ -97,8 +97,11 @@ Status KernelErrors(uint32_t err, int64_t num_slots) {
         " kv_cache rows); those slots were treated as masked and the output is not valid"));
   }
   if (err != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("the kernel reported error bits 0x", absl::Hex(err),
-                                                   " (indptr inconsistent with the sizes)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the kernel reported error bits 0x", absl::Hex(err),
+        ": an index pointer (qo_indptr, kv_indptr or mask_indptr) leaves its tensors or gives a request "
+        "more than max_draft (kjit_max_draft) draft tokens; those requests were skipped and the output "
+        "is not valid"));
   }
   return absl::OkStatus();
 }
@@ -181,8 +184,8 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     }
   } drain{api, stream};
 
-  if (HasCudaIndptr(*p) && signal_ev) {
-    PlanUnchecked(p);
+  if (HasCudaIndptr(*p) && (signal_ev || p->max_draft_hint > 0)) {
+    PlanUnchecked(p);  // asynchronous, or bounds given: the kernels check the index pointers
   } else if (HasCudaIndptr(*p)) {
     // Device-resident index pointers: every read-back queued on the read-back stream (after the
     // client's event, which may still be producing them) into pinned memory, one synchronization,

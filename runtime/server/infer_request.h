@@ -57,12 +57,13 @@ using IndptrCopies = std::array<const uint8_t*, 3>;
 // were checked, whatever the client writes to its memory afterwards.
 Status CheckIndptrs(ParsedInfer* p, const IndptrCopies& cuda_copies = {});
 
-// True when an index pointer lives in a CUDA region. A synchronous launch reads them back and
-// checks them (CheckIndptrs); an asynchronous one does not wait for them: see PlanUnchecked.
+// True when an index pointer lives in a CUDA region. A synchronous launch without kjit_max_draft
+// reads them back and checks them (CheckIndptrs); an asynchronous one, or one with kjit_max_draft,
+// does not wait for them: see PlanUnchecked.
 bool HasCudaIndptr(const ParsedInfer& p);
 
-// An asynchronous launch with index pointers on the GPU (the client's kjit_wait_event may still be
-// producing them): no host check and no host synchronization. Sets max_draft and max_prefix from
+// A launch with index pointers on the GPU that is asynchronous (the client's kjit_wait_event may
+// still be producing them) or gives kjit_max_draft: no host check and no host synchronization. Sets max_draft and max_prefix from
 // kjit_max_draft / kjit_max_prefix, else from the bounds the shapes give (min(N, 64) and M); the
 // kernels check every request against the sizes (a request whose D_b exceeds max_draft, or whose
 // extents leave q, kv_indices or the mask, is skipped and reported through the error word, never

@@ -49,6 +49,36 @@ Status RunSync(Client* x) {
                      s.error_message().find("kv_indices") != std::string::npos,
                  absl::StrCat("kv_indices >= S gave code ", s.error_code(), ": ", s.error_message()));
   std::printf("PASS kv_indices >= S -> INVALID_ARGUMENT\n");
+  // kjit_max_draft: index pointers in the region are checked by the kernels instead of read back; o
+  // is bitwise the in-process launch's, and a qo_indptr past N comes back as INVALID_ARGUMENT.
+  {
+    const reference::MlaCase g = reference::MakeCase(Cases()[0]);
+    KJIT_ASSIGN_OR_RETURN(CaseLayout gl, UploadCase(g, a.in.get(), a.out.get()));
+    KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+    inference::ModelInferRequest req = InferRequest("mla_verify", g, gl, x->prefix + "-in", x->prefix + "-out", x->device, false);
+    (*req.mutable_parameters())["kjit_max_draft"].set_int64_param(gl.problem.max_draft);
+    (*req.mutable_parameters())["kjit_max_prefix"].set_int64_param(gl.problem.max_prefix);
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8(a.out->base() + gl.o_offset, 0xFF, gl.o_bytes), "poison o"));
+    const grpc::Status ok = Call(x, req, &resp);
+    KJIT_E2E_CHECK(ok.ok(), "ModelInfer with kjit_max_draft: " + ok.error_message());
+    std::vector<uint16_t> o(gl.o_bytes / 2);
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(o.data(), a.out->base() + gl.o_offset, gl.o_bytes), "read o"));
+    KJIT_ASSIGN_OR_RETURN(InProcessResult mine,
+                          RunInProcess("mla_verify", *x->loaded, x->info, gl, a.in->base(), x->stream->get()));
+    KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), gl.o_bytes) == 0, "kjit_max_draft: o differs from in-process");
+    size_t k = 0;
+    while (k < gl.inputs.size() && gl.inputs[k].name != "qo_indptr") ++k;
+    KJIT_E2E_CHECK(k < gl.inputs.size(), "the case has qo_indptr");
+    const int32_t past_n = static_cast<int32_t>(g.qo_indptr.back()) + 5;
+    KJIT_RETURN_IF_ERROR(driver::Check(
+        api->cuMemcpyHtoD(a.in->base() + gl.input_offsets[k] + sizeof(int32_t), &past_n, sizeof(past_n)), "poke"));
+    const grpc::Status bad = Call(x, req, &resp);
+    KJIT_E2E_CHECK(bad.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+                       bad.error_message().find("qo_indptr") != std::string::npos,
+                   absl::StrCat("kjit_max_draft with a qo_indptr past N gave code ", bad.error_code(), ": ",
+                                bad.error_message()));
+    std::printf("PASS kjit_max_draft: checked on the GPU, bitwise equal; a bad qo_indptr -> INVALID_ARGUMENT\n");
+  }
   return absl::OkStatus();
 }
 
