@@ -55,6 +55,10 @@ struct MlaVerifyBuffers {
   CUdeviceptr mask = 0, mask_indptr = 0;
   CUdeviceptr o = 0, lse = 0;
   CUdeviceptr workspace = 0;  // sized by the family's plan; holds the error word
+  // mla_verify only: where the launch's error word goes instead (0: the workspace's). The combine
+  // writes it with one plain store after the split kernel's grid, so it may be host memory mapped
+  // into the device (read after the stream synchronizes, with no copy queued).
+  CUdeviceptr error_word = 0;
 };
 
 // Bits of the error word that a kernel sets in the workspace; the host reports them after the launch.

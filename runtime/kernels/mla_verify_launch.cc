@@ -82,9 +82,10 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
     return Invalid(absl::StrCat("the split kernel's grid has ", split_ctas, " CTAs; use fewer requests per launch"));
   // The combine writes the error word from the split CTAs' slots on every launch (so a graph replay
   // reports its own errors); with no rows no kernel runs, and the word is zeroed in-stream instead.
+  const CUdeviceptr error_word = b.error_word != 0 ? b.error_word : b.workspace + plan.error_word_offset;
+  if (b.error_word != 0) KJIT_RETURN_IF_ERROR(CheckPtr(b.error_word, "error_word", 4));
   if (p.num_q == 0) {
-    return driver::Check(api->cuMemsetD32Async(b.workspace + plan.error_word_offset, 0, 1, stream),
-                         "mla_verify: zero the error word");
+    return driver::Check(api->cuMemsetD32Async(error_word, 0, 1, stream), "mla_verify: zero the error word");
   }
 
   KJIT_RETURN_IF_ERROR(CheckPtr(b.q, "q", 16));
@@ -119,7 +120,7 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   params.lse = p.write_lse ? As<float>(b.lse) : nullptr;
   params.part_o = As<unsigned short>(b.workspace + ws.part_o_offset);
   params.part_lse = As<float>(b.workspace + ws.part_lse_offset);
-  params.error_word = As<unsigned>(b.workspace + plan.error_word_offset);
+  params.error_word = As<unsigned>(error_word);
   params.error_slots = As<unsigned>(b.workspace + ws.error_slots_offset);
   params.error_slot_count = static_cast<int>(split_ctas);
   params.combine_row_parts = plan.combine_row_parts;

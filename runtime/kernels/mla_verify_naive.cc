@@ -67,6 +67,10 @@ Status LaunchMlaVerifyNaive(const KernelTable& kernels, const MlaVerifyPlan& pla
     return absl::InvalidArgumentError("mla_verify_naive: plan made for another problem size");
   }
   if (buffers.workspace == 0) return absl::InvalidArgumentError("mla_verify_naive: no workspace");
+  if (buffers.error_word != 0) {
+    return absl::InvalidArgumentError(
+        "mla_verify_naive ORs its error word atomically in the workspace; leave buffers.error_word 0");
+  }
   const bool any_rows = problem.num_q > 0;
   if (any_rows && (buffers.q == 0 || buffers.k_extend == 0 || buffers.qo_indptr == 0 || buffers.kv_indptr == 0 ||
                    buffers.o == 0 || (problem.write_lse && buffers.lse == 0))) {

@@ -27,7 +27,7 @@ StatusOr<CUdeviceptr> DeviceRuntime::Grow(std::unique_ptr<driver::DeviceBuffer>*
   return (*buf)->get();
 }
 
-StatusOr<uint8_t*> DeviceRuntime::GrowPinned(PinnedBuffer* buf, size_t bytes) {
+StatusOr<uint8_t*> DeviceRuntime::GrowPinned(PinnedBuffer* buf, size_t bytes, unsigned register_flags) {
   if (buf->data != nullptr && buf->size >= bytes) return static_cast<uint8_t*>(buf->data);
   // No queued copy uses the old buffer: its users synchronize before releasing mu().
   buf->Reset();
@@ -38,7 +38,7 @@ StatusOr<uint8_t*> DeviceRuntime::GrowPinned(PinnedBuffer* buf, size_t bytes) {
   if (data == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("no host memory for ", rounded, " bytes of pinned staging"));
   }
-  Status s = driver::Check(api->cuMemHostRegister(data, rounded, 0),
+  Status s = driver::Check(api->cuMemHostRegister(data, rounded, register_flags),
                            absl::StrCat("cuMemHostRegister(", rounded, " bytes of host staging)"));
   if (!s.ok()) {
     std::free(data);
@@ -55,6 +55,21 @@ void DeviceRuntime::PinnedBuffer::Reset() {
   std::free(data);
   data = nullptr;
   size = 0;
+}
+
+StatusOr<DeviceRuntime::MappedWord> DeviceRuntime::MappedErrorWord() {
+  if (mapped_word_.data == nullptr) {
+    KJIT_ASSIGN_OR_RETURN(uint8_t* page, GrowPinned(&mapped_word_, sizeof(uint32_t), CU_MEMHOSTREGISTER_DEVICEMAP));
+    KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+    CUdeviceptr dev = 0;
+    Status s = driver::Check(api->cuMemHostGetDevicePointer(&dev, page, 0), "cuMemHostGetDevicePointer(error word)");
+    if (!s.ok()) {
+      mapped_word_.Reset();
+      return s;
+    }
+    mapped_word_device_ = dev;
+  }
+  return MappedWord{static_cast<uint32_t*>(mapped_word_.data), mapped_word_device_};
 }
 
 Status DeviceRuntime::HoldUntilDone(std::vector<std::shared_ptr<const void>> refs) {

@@ -45,6 +45,13 @@ class DeviceRuntime {
     KJIT_ASSIGN_OR_RETURN(uint8_t* page, GrowPinned(&pinned_word_, sizeof(uint32_t)));
     return reinterpret_cast<uint32_t*>(page);
   }
+  // A page-locked host word mapped into the device, for a family that stores its error word there
+  // itself (no copy queued after the kernels). Hold mu().
+  struct MappedWord {
+    uint32_t* host = nullptr;
+    CUdeviceptr device = 0;
+  };
+  StatusOr<MappedWord> MappedErrorWord();
 
   // Page-locked host staging of at least `bytes` (grown, never shrunk; contents not kept): the
   // host side of truly asynchronous copies. Hold mu(), and have every copy queued from or into it
@@ -91,7 +98,7 @@ class DeviceRuntime {
     ~PinnedBuffer() { Reset(); }
     void Reset();
   };
-  StatusOr<uint8_t*> GrowPinned(PinnedBuffer* buf, size_t bytes);
+  StatusOr<uint8_t*> GrowPinned(PinnedBuffer* buf, size_t bytes, unsigned register_flags = 0);
 
   driver::DeviceInfo info_;
   driver::Context ctx_;
@@ -104,7 +111,8 @@ class DeviceRuntime {
     ErrorWatch watch;
   };
   std::deque<InFlight> in_flight_;
-  PinnedBuffer pinned_word_, pinned_staging_, async_words_;
+  PinnedBuffer pinned_word_, pinned_staging_, async_words_, mapped_word_;
+  CUdeviceptr mapped_word_device_ = 0;
   std::vector<uint32_t*> free_words_;
   // Event name -> report; a launch's report is filed under each of its events and delivered once.
   std::map<std::string, std::shared_ptr<const std::string>> async_failures_;

@@ -10,7 +10,7 @@ namespace kjit::server {
 
 StatusOr<MlaVerifyFamily> FindMlaVerifyFamily(std::string_view family) {
   if (family == kernels::kMlaVerifyFamily) {
-    return MlaVerifyFamily{&kernels::PlanMlaVerify, &kernels::LaunchMlaVerify};
+    return MlaVerifyFamily{&kernels::PlanMlaVerify, &kernels::LaunchMlaVerify, /*error_word_mappable=*/true};
   }
   if (family == kernels::kMlaVerifyNaiveFamily) {
     return MlaVerifyFamily{&kernels::PlanMlaVerifyNaive, &kernels::LaunchMlaVerifyNaive};

@@ -13,6 +13,7 @@ struct MlaVerifyFamily {
   StatusOr<kernels::MlaVerifyPlan> (*plan)(const kernels::MlaVerifyProblem&, const driver::DeviceInfo&);
   Status (*launch)(const kernels::KernelTable&, const kernels::MlaVerifyPlan&,
                    const kernels::MlaVerifyProblem&, const kernels::MlaVerifyBuffers&, CUstream);
+  bool error_word_mappable = false;  // accepts MlaVerifyBuffers::error_word (mla_verify)
 };
 
 // UNIMPLEMENTED for a family that does not serve this schema.

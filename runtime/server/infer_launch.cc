@@ -250,7 +250,18 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   if (!signal_ev && total > 0) {
     KJIT_ASSIGN_OR_RETURN(pinned, dev->PinnedStaging(total));
   }
-  KJIT_ASSIGN_OR_RETURN(uint32_t* err_word, dev->PinnedErrorWord());
+  // A synchronous launch reads the error word from mapped host memory that the combine stores it
+  // into (no copy after the kernels), or from a copy queued after them.
+  const bool mapped_word = !signal_ev && family.error_word_mappable && p->problem.num_q > 0;  // N = 0: a memset
+  uint32_t* err_word = nullptr;
+  DeviceRuntime::MappedWord mapped;
+  if (mapped_word) {
+    KJIT_ASSIGN_OR_RETURN(mapped, dev->MappedErrorWord());
+    err_word = mapped.host;
+    *static_cast<volatile uint32_t*>(err_word) = 0;  // the device's store replaces it
+  } else {
+    KJIT_ASSIGN_OR_RETURN(err_word, dev->PinnedErrorWord());
+  }
 
   auto in_addr = [&](int slot) -> CUdeviceptr {
     const int i = p->layout.input_slot[slot];
@@ -305,6 +316,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   b.o = out_addr(p->layout.o_output);
   b.lse = out_addr(p->layout.lse_output);
   b.workspace = workspace;
+  b.error_word = mapped_word ? mapped.device : 0;
 
   drain.armed = true;
   if (wait_ev) {
@@ -352,14 +364,16 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
         api->cuMemcpyDtoHAsync(pinned + in_total, staging + in_total, total - in_total, stream),
         "reading the outputs"));
   }
-  KJIT_RETURN_IF_ERROR(driver::Check(
-      api->cuMemcpyDtoHAsync(err_word, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
-      "reading the error word"));
+  if (!mapped_word) {
+    KJIT_RETURN_IF_ERROR(driver::Check(
+        api->cuMemcpyDtoHAsync(err_word, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
+        "reading the error word"));
+  }
   KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "cuStreamSynchronize(launch)"));
   drain.armed = false;
   *compute_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now() - t0).count();
-  KJIT_RETURN_IF_ERROR(KernelErrors(*err_word, p->problem.num_slots));
+  KJIT_RETURN_IF_ERROR(KernelErrors(*static_cast<volatile uint32_t*>(err_word), p->problem.num_slots));
   for (size_t i = 0; i < p->outputs.size(); ++i) {
     std::string* raw = resp->add_raw_output_contents();
     const TensorSource& s = p->output_src[i];
