@@ -5,9 +5,7 @@
 // service of health_service.h). Every other method stays synchronous.
 //
 // Nothing slow may run on these threads: a synchronous ModelInfer holds one for its launch and
-// stream sync (tens of us), an asynchronous one for its enqueue, except that index pointers in CUDA
-// regions are read back first, after the client's kjit_wait_event (its work recorded so far), which
-// holds the device's lock as before and now also this thread. Calls are not routed by GPU; one
+// stream sync (tens of us), an asynchronous one for its enqueue. Calls are not routed by GPU; one
 // thread per GPU lets two GPUs' launches run at the same time.
 #pragma once
 

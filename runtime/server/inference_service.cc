@@ -94,7 +94,8 @@ grpc::Status InferenceService::ModelConfig(grpc::ServerContext*, const inference
       "custom_mask|packed_mask (exactly one), mask_indptr (with custom_mask)");
   (*c->mutable_parameters())["optional_outputs"].set_string_value("lse");
   (*c->mutable_parameters())["request_parameters"].set_string_value(
-      "sm_scale (required), k_scale, v_scale, is_causal, kjit_device, kjit_wait_event, kjit_signal_event");
+      "sm_scale (required), k_scale, v_scale, is_causal, kjit_device, kjit_wait_event, kjit_signal_event, "
+      "kjit_max_draft, kjit_max_prefix");
   return grpc::Status::OK;
 }
 
