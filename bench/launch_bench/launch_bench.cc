@@ -9,7 +9,8 @@
 //                   over the Unix socket and over TCP (127.0.0.1), tensors in CUDA IPC regions;
 //                   and over the Unix socket with the small tensors inline (staged by the daemon);
 //                   and with kjit_max_draft / kjit_max_prefix (the kernels check the index pointers:
-//                   no read-back)
+//                   no read-back); and asynchronous (kjit_wait_event / kjit_signal_event): the time
+//                   to the reply, which comes once the launch is queued
 //   launch ring     the same ModelInfer requests through a shared-memory launch ring (OpenRing;
 //                   runtime/ipc/launch_ring.h): no socket; a daemon thread polls the ring; also
 //                   with 2 ms of idleness before each call (the poller asleep: a futex wake-up)
@@ -67,11 +68,16 @@ StatusOr<Stats> ReadStats(inference::GRPCInferenceService::Stub* stub) {
 }
 
 // `gap`: an idle pause before every measured call (not timed), as between the verify steps of a
-// decode loop.
+// decode loop. `prepare`: untimed work before every call (the asynchronous rows wait there for the
+// previous launch and record the event the next one waits for).
 StatusOr<Row> Measure(const std::string& path, int warmup, int iters, const std::function<Status()>& once,
                       inference::GRPCInferenceService::Stub* stats = nullptr,
-                      std::chrono::microseconds gap = std::chrono::microseconds(0)) {
-  for (int i = 0; i < warmup; ++i) KJIT_RETURN_IF_ERROR(once());
+                      std::chrono::microseconds gap = std::chrono::microseconds(0),
+                      const std::function<Status()>& prepare = nullptr) {
+  for (int i = 0; i < warmup; ++i) {
+    if (prepare) KJIT_RETURN_IF_ERROR(prepare());
+    KJIT_RETURN_IF_ERROR(once());
+  }
   Stats before;
   if (stats != nullptr) {
     KJIT_ASSIGN_OR_RETURN(before, ReadStats(stats));
@@ -79,6 +85,7 @@ StatusOr<Row> Measure(const std::string& path, int warmup, int iters, const std:
   std::vector<double> us(iters);
   for (int i = 0; i < iters; ++i) {
     if (gap.count() > 0) std::this_thread::sleep_for(gap);
+    if (prepare) KJIT_RETURN_IF_ERROR(prepare());
     const auto t0 = Clock::now();
     KJIT_RETURN_IF_ERROR(once());
     us[i] = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
@@ -205,6 +212,35 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
     KJIT_ASSIGN_OR_RETURN(Row r, Measure(name, warmup, iters, fn, model_infer ? x.infer.get() : nullptr));
     rows.push_back(r);
   }
+  // Asynchronous launches (kjit_wait_event / kjit_signal_event, index pointers checked by the
+  // kernels): the time to the reply, which comes once the launch is queued. Before each call, not
+  // timed: "-ready" is recorded on the client's stream, and every 32nd call the client first waits
+  // for the launches queued so far (a pipelined caller, with a bound on the launches in flight).
+  KJIT_ASSIGN_OR_RETURN(driver::Event ready, driver::Event::Create(CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+  KJIT_ASSIGN_OR_RETURN(driver::Event done, driver::Event::Create(CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+  KJIT_RETURN_IF_ERROR(RegisterEvent(&x, "bench-ready", ready.get()));
+  KJIT_RETURN_IF_ERROR(RegisterEvent(&x, "bench-done", done.get()));
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  auto async = bounded;
+  (*async.mutable_parameters())["kjit_wait_event"].set_string_param("bench-ready");
+  (*async.mutable_parameters())["kjit_signal_event"].set_string_param("bench-done");
+  const CUstream cs = x.stream->get();
+  int calls = 0;
+  auto settle = [&]() -> Status {
+    if (++calls % 32 == 0) {
+      KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the launches"));
+      KJIT_RETURN_IF_ERROR(x.stream->Synchronize());
+    }
+    return ready.Record(cs);
+  };
+  for (auto& [name, fn] : std::vector<std::pair<std::string, std::function<Status()>>>{
+           {"ModelInfer async, Unix socket, CUDA regions, kjit_max_draft: reply (launch queued)", infer(x.infer.get(), async)},
+           {"ModelInfer async, shared-memory launch ring, CUDA regions, kjit_max_draft: reply", ring_infer(async)}}) {
+    KJIT_ASSIGN_OR_RETURN(Row r, Measure(name, warmup, iters, fn, x.infer.get(), std::chrono::microseconds(0), settle));
+    rows.push_back(r);
+  }
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the launches"));
+  KJIT_RETURN_IF_ERROR(x.stream->Synchronize());
   // The ring after 2 ms of idleness: the poller has gone to sleep (kjitd's default --ring-spin-us),
   // so every call pays a futex wake-up; over gRPC the idle pause changes nothing of the kind.
   KJIT_ASSIGN_OR_RETURN(Row idle, Measure("ModelInfer, launch ring, CUDA regions, 2 ms idle before each call",
@@ -260,7 +296,9 @@ int main(int argc, char** argv) {
         "transport floor (empty request). ModelInfer rows: full synchronous round trip (parse, index "
         "pointer read-back and check, staging, launch, error word and outputs back, one stream sync, "
         "reply); with kjit_max_draft the index pointers are checked by the kernels instead (no "
-        "read-back). In daemon: ModelInfer handler entry to return (ModelStatistics success ns / count over the "
+        "read-back). Async rows: the reply of a launch ordered by IPC events, which comes once it is "
+        "queued (untimed before each call: the client records the wait event, and every 32nd call "
+        "waits for the launches queued so far). In daemon: ModelInfer handler entry to return (ModelStatistics success ns / count over the "
         "measured calls); launch to sync: its part from the kernel launch to the stream synchronization. "
         "Round trip - in daemon = transport (gRPC or the ring, both processes). Launch ring rows: the "
         "same requests serialized into a shared-memory ring that a daemon thread polls; the client "

@@ -57,17 +57,23 @@ void DeviceRuntime::PinnedBuffer::Reset() {
   size = 0;
 }
 
+// Page-locked host memory mapped into the device: its device address, or an error (the buffer is
+// then released).
+StatusOr<CUdeviceptr> DeviceRuntime::MapPinned(PinnedBuffer* buf, size_t bytes) {
+  KJIT_ASSIGN_OR_RETURN(uint8_t* page, GrowPinned(buf, bytes, CU_MEMHOSTREGISTER_DEVICEMAP));
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  CUdeviceptr dev = 0;
+  Status s = driver::Check(api->cuMemHostGetDevicePointer(&dev, page, 0), "cuMemHostGetDevicePointer(error words)");
+  if (!s.ok()) {
+    buf->Reset();
+    return s;
+  }
+  return dev;
+}
+
 StatusOr<DeviceRuntime::MappedWord> DeviceRuntime::MappedErrorWord() {
   if (mapped_word_.data == nullptr) {
-    KJIT_ASSIGN_OR_RETURN(uint8_t* page, GrowPinned(&mapped_word_, sizeof(uint32_t), CU_MEMHOSTREGISTER_DEVICEMAP));
-    KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
-    CUdeviceptr dev = 0;
-    Status s = driver::Check(api->cuMemHostGetDevicePointer(&dev, page, 0), "cuMemHostGetDevicePointer(error word)");
-    if (!s.ok()) {
-      mapped_word_.Reset();
-      return s;
-    }
-    mapped_word_device_ = dev;
+    KJIT_ASSIGN_OR_RETURN(mapped_word_device_, MapPinned(&mapped_word_, sizeof(uint32_t)));
   }
   return MappedWord{static_cast<uint32_t*>(mapped_word_.data), mapped_word_device_};
 }
@@ -76,10 +82,10 @@ Status DeviceRuntime::HoldUntilDone(std::vector<std::shared_ptr<const void>> ref
   return HoldUntilDone(std::move(refs), ErrorWatch{});
 }
 
-StatusOr<uint32_t*> DeviceRuntime::AcquireErrorWord() {
+StatusOr<DeviceRuntime::MappedWord> DeviceRuntime::AcquireErrorWord() {
   if (async_words_.data == nullptr) {
-    KJIT_ASSIGN_OR_RETURN(uint8_t* page, GrowPinned(&async_words_, kMaxAsyncErrorWords * sizeof(uint32_t)));
-    uint32_t* words = reinterpret_cast<uint32_t*>(page);
+    KJIT_ASSIGN_OR_RETURN(async_words_device_, MapPinned(&async_words_, kMaxAsyncErrorWords * sizeof(uint32_t)));
+    uint32_t* words = static_cast<uint32_t*>(async_words_.data);
     for (size_t i = kMaxAsyncErrorWords; i-- > 0;) free_words_.push_back(words + i);
   }
   if (free_words_.empty()) {
@@ -89,12 +95,19 @@ StatusOr<uint32_t*> DeviceRuntime::AcquireErrorWord() {
   }
   uint32_t* w = free_words_.back();
   free_words_.pop_back();
-  *w = 0;
-  return w;
+  *static_cast<volatile uint32_t*>(w) = 0;
+  const size_t offset = reinterpret_cast<uint8_t*>(w) - static_cast<uint8_t*>(async_words_.data);
+  return MappedWord{w, async_words_device_ + offset};
 }
 
 Status DeviceRuntime::HoldUntilDone(std::vector<std::shared_ptr<const void>> refs, ErrorWatch watch) {
-  KJIT_ASSIGN_OR_RETURN(driver::Event done, driver::Event::Create(CU_EVENT_DISABLE_TIMING));
+  auto take_event = [this]() -> StatusOr<driver::Event> {
+    if (spare_events_.empty()) return driver::Event::Create(CU_EVENT_DISABLE_TIMING);
+    driver::Event e = std::move(spare_events_.back());
+    spare_events_.pop_back();
+    return e;
+  };
+  KJIT_ASSIGN_OR_RETURN(driver::Event done, take_event());
   Status s = done.Record(stream_.get());
   if (!s.ok()) {
     if (watch.word != nullptr) free_words_.push_back(watch.word);
@@ -112,13 +125,14 @@ std::vector<std::string> DeviceRuntime::Reap() {
   while (!in_flight_.empty() && (*api)->cuEventQuery(in_flight_.front().done.get()) != CUDA_ERROR_NOT_READY) {
     ErrorWatch& w = in_flight_.front().watch;
     if (w.word != nullptr) {
-      if (*w.word != 0 && w.report) {
+      if (*static_cast<volatile uint32_t*>(w.word) != 0 && w.report) {
         reports.push_back(w.report(*w.word));
         const auto report = std::make_shared<const std::string>(reports.back());
         for (const std::string& e : w.events) async_failures_[e] = report;
       }
       free_words_.push_back(w.word);
     }
+    if (spare_events_.size() < 64) spare_events_.push_back(std::move(in_flight_.front().done));
     in_flight_.pop_front();
   }
   return reports;

@@ -65,17 +65,18 @@ class DeviceRuntime {
   size_t in_flight() const { return in_flight_.size(); }  // held launches not yet reaped
 
   // An asynchronous launch's kernel error word, read only once its work is done. AcquireErrorWord
-  // hands out a page-locked word for the launch to copy its error word into on the stream
-  // (RESOURCE_EXHAUSTED with kMaxAsyncErrorWords launches in flight); HoldUntilDone with `watch`
-  // then keeps it until Reap finds the work done and, when the word is nonzero, files
-  // watch.report(word) under each of watch.events (the launch's event names). Hold mu().
+  // hands out a page-locked word, mapped into the device, for the launch's kernels to store their
+  // error word into (or for a copy queued after them) (RESOURCE_EXHAUSTED with kMaxAsyncErrorWords
+  // launches in flight); HoldUntilDone with `watch` then keeps it until Reap finds the work done
+  // and, when the word is nonzero, files watch.report(word) under each of watch.events (the
+  // launch's event names). Hold mu().
   static constexpr size_t kMaxAsyncErrorWords = 4096;
   struct ErrorWatch {
     uint32_t* word = nullptr;
     std::vector<std::string> events;
     std::function<std::string(uint32_t)> report;
   };
-  StatusOr<uint32_t*> AcquireErrorWord();
+  StatusOr<MappedWord> AcquireErrorWord();
   void ReleaseErrorWord(uint32_t* word) { free_words_.push_back(word); }  // not queued after all
   Status HoldUntilDone(std::vector<std::shared_ptr<const void>> refs, ErrorWatch watch);
   // Drops the finished launches; returns the reports filed by this call (for the log).
@@ -99,6 +100,7 @@ class DeviceRuntime {
     void Reset();
   };
   StatusOr<uint8_t*> GrowPinned(PinnedBuffer* buf, size_t bytes, unsigned register_flags = 0);
+  StatusOr<CUdeviceptr> MapPinned(PinnedBuffer* buf, size_t bytes);
 
   driver::DeviceInfo info_;
   driver::Context ctx_;
@@ -111,9 +113,11 @@ class DeviceRuntime {
     ErrorWatch watch;
   };
   std::deque<InFlight> in_flight_;
+  std::vector<driver::Event> spare_events_;  // completion events of reaped launches, for reuse
   PinnedBuffer pinned_word_, pinned_staging_, async_words_, mapped_word_;
   CUdeviceptr mapped_word_device_ = 0;
   std::vector<uint32_t*> free_words_;
+  CUdeviceptr async_words_device_ = 0;  // the device address of async_words_
   // Event name -> report; a launch's report is filed under each of its events and delivered once.
   std::map<std::string, std::shared_ptr<const std::string>> async_failures_;
   std::mutex mu_;

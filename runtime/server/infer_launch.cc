@@ -158,10 +158,13 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
           "not run: an earlier ", failure, " (reported to the next launch that names event '", ev->name, "')"));
     }
   }
-  // An asynchronous launch copies its error word into a word of its own, read when it is reaped.
+  // An asynchronous launch has its error word stored (or copied) into a word of its own, read when
+  // it is reaped.
   uint32_t* async_word = nullptr;
+  DeviceRuntime::MappedWord async_mapped;
   if (signal_ev) {
-    KJIT_ASSIGN_OR_RETURN(async_word, dev->AcquireErrorWord());
+    KJIT_ASSIGN_OR_RETURN(async_mapped, dev->AcquireErrorWord());
+    async_word = async_mapped.host;
   }
   struct ReleaseWord {
     DeviceRuntime* dev;
@@ -250,9 +253,10 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   if (!signal_ev && total > 0) {
     KJIT_ASSIGN_OR_RETURN(pinned, dev->PinnedStaging(total));
   }
-  // A synchronous launch reads the error word from mapped host memory that the combine stores it
-  // into (no copy after the kernels), or from a copy queued after them.
-  const bool mapped_word = !signal_ev && family.error_word_mappable && p->problem.num_q > 0;  // N = 0: a memset
+  // The kernels store the error word into mapped host memory (no copy after them) where the family
+  // allows it and they run (N = 0 is a memset); else a copy queued after them reads it.
+  const bool store_word = family.error_word_mappable && p->problem.num_q > 0;
+  const bool mapped_word = !signal_ev && store_word;
   uint32_t* err_word = nullptr;
   DeviceRuntime::MappedWord mapped;
   if (mapped_word) {
@@ -316,7 +320,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   b.o = out_addr(p->layout.o_output);
   b.lse = out_addr(p->layout.lse_output);
   b.workspace = workspace;
-  b.error_word = mapped_word ? mapped.device : 0;
+  b.error_word = mapped_word ? mapped.device : signal_ev && store_word ? async_mapped.device : 0;
 
   drain.armed = true;
   if (wait_ev) {
@@ -335,10 +339,11 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   if (signal_ev) {
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuEventRecord(signal_ev->event->get(), stream),
                                        "cuEventRecord(kjit_signal_event)"));
-    // After the client's event: the client does not wait for this copy.
-    KJIT_RETURN_IF_ERROR(driver::Check(
-        api->cuMemcpyDtoHAsync(async_word, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
-        "reading the error word"));
+    if (!store_word) {  // after the client's event: the client does not wait for this copy
+      KJIT_RETURN_IF_ERROR(driver::Check(
+          api->cuMemcpyDtoHAsync(async_word, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
+          "reading the error word"));
+    }
     release_word.word = nullptr;  // queued: the word belongs to the launch now (or leaks on a failure below)
     // Regions and events stay referenced until the launch has finished on the GPU.
     std::vector<std::shared_ptr<const void>> refs = {wait_ev, signal_ev};

@@ -103,8 +103,9 @@ Status RunRing(Client* x) {
 // An asynchronous mla_verify request on the arenas' regions, ordered by the "-ready" and "-done"
 // events, with the index pointers on the GPU: planned from kjit_max_draft / kjit_max_prefix (here
 // the exact bounds, so the plan equals the in-process launch's and o is bitwise comparable).
-inference::ModelInferRequest AsyncRequest(Client* x, const reference::MlaCase& c, const CaseLayout& l) {
-  inference::ModelInferRequest req = InferRequest("mla_verify", c, l, x->prefix + "-in", x->prefix + "-out", x->device, false);
+inference::ModelInferRequest AsyncRequest(Client* x, const reference::MlaCase& c, const CaseLayout& l,
+                                          const char* model = "mla_verify") {
+  inference::ModelInferRequest req = InferRequest(model, c, l, x->prefix + "-in", x->prefix + "-out", x->device, false);
   auto& params = *req.mutable_parameters();
   params["kjit_wait_event"].set_string_param(x->prefix + "-ready");
   params["kjit_signal_event"].set_string_param(x->prefix + "-done");
@@ -155,9 +156,9 @@ Status RunAsync(Client* x) {
     return 0;
   };
   // Record "-ready", run one asynchronous launch, then wait for "-done" on the client's stream.
-  auto launch = [&](const char* id) -> grpc::Status {
+  auto launch = [&](const char* id, const char* model) -> grpc::Status {
     (void)ready.Record(cs);
-    inference::ModelInferRequest req = AsyncRequest(x, base, l);
+    inference::ModelInferRequest req = AsyncRequest(x, base, l, model);
     req.set_id(id);
     inference::ModelInferResponse resp;
     const grpc::Status st = Call(x, req, &resp);
@@ -168,10 +169,10 @@ Status RunAsync(Client* x) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     return st;
   };
-  auto check_o = [&](const std::string& what) -> Status {
+  auto check_o = [&](const std::string& what, const char* model = "mla_verify") -> Status {
     std::vector<uint16_t> o(l.o_bytes / 2);
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(o.data(), a.out->base() + l.o_offset, l.o_bytes), "read o"));
-    KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess("mla_verify", *x->loaded, x->info, l, a.in->base(), cs));
+    KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess(model, *x->loaded, x->info, l, a.in->base(), cs));
     KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), l.o_bytes) == 0, what + ": o differs from the in-process launch");
     return absl::OkStatus();
   };
@@ -196,6 +197,19 @@ Status RunAsync(Client* x) {
     KJIT_RETURN_IF_ERROR(check_o("behind busy work"));
     std::printf("PASS async: reply in %.3f ms while the client's earlier GPU work was still running\n", ms);
   }
+  {
+    // The same asynchronous launch through a launch ring.
+    KJIT_ASSIGN_OR_RETURN(std::unique_ptr<LaunchRing> ring, LaunchRing::Open(x, 1u << 20));
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8Async(a.out->base() + l.o_offset, 0xFF, l.o_bytes, cs), "poison o"));
+    KJIT_RETURN_IF_ERROR(ready.Record(cs));
+    inference::ModelInferResponse resp;
+    const grpc::Status st = ring->Infer(AsyncRequest(x, base, l).SerializeAsString(), &resp);
+    KJIT_E2E_CHECK(st.ok(), "async ModelInfer through the launch ring: " + st.error_message());
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the daemon"));
+    KJIT_RETURN_IF_ERROR(x->stream->Synchronize());
+    KJIT_RETURN_IF_ERROR(check_o("through the launch ring"));
+    std::printf("PASS async through the launch ring\n");
+  }
   // Kernel errors of an asynchronous launch: its reply comes before the kernels run, so they are
   // reported to the next launch that names one of its events (which does not run), and the launch
   // after that runs. A kv_indices entry >= S, then a qo_indptr past N.
@@ -211,23 +225,25 @@ Status RunAsync(Client* x) {
     const void* good;
     size_t bytes;
     const char* expect;
+    const char* model;  // mla_verify stores its error word into mapped memory; the oracle's is copied
   };
-  for (const Poke& k : {Poke{slot3, &bad_slot, &base.kv_indices[3], sizeof(int64_t), "kv_indices"},
-                        Poke{qo1, &bad_qo, &base.qo_indptr[1], sizeof(int32_t), "indptr"}}) {
+  for (const Poke& k : {Poke{slot3, &bad_slot, &base.kv_indices[3], sizeof(int64_t), "kv_indices", "mla_verify"},
+                        Poke{qo1, &bad_qo, &base.qo_indptr[1], sizeof(int32_t), "indptr", "mla_verify"},
+                        Poke{slot3, &bad_slot, &base.kv_indices[3], sizeof(int64_t), "kv_indices", "mla_verify_naive"}}) {
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyHtoDAsync(k.at, k.bad, k.bytes, cs), "poke"));
-    const grpc::Status queued = launch("bad-input");
+    const grpc::Status queued = launch("bad-input", k.model);
     KJIT_E2E_CHECK(queued.ok(), absl::StrCat("async launch with a bad ", k.expect, " is queued: ", queued.error_message()));
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyHtoDAsync(k.at, k.good, k.bytes, cs), "restore"));
-    const grpc::Status next = launch("next");
+    const grpc::Status next = launch("next", k.model);
     KJIT_E2E_CHECK(next.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
                        next.error_message().find(k.expect) != std::string::npos &&
                        next.error_message().find("bad-input") != std::string::npos,
                    absl::StrCat("the launch after an async bad ", k.expect, " gave code ", next.error_code(), ": ",
                                 next.error_message()));
-    const grpc::Status after = launch("after");
+    const grpc::Status after = launch("after", k.model);
     KJIT_E2E_CHECK(after.ok(), "the launch after the report runs: " + after.error_message());
-    KJIT_RETURN_IF_ERROR(check_o(absl::StrCat("after the ", k.expect, " report")));
-    std::printf("PASS async bad %s: reported to the next launch naming its events (%s)\n", k.expect,
+    KJIT_RETURN_IF_ERROR(check_o(absl::StrCat(k.model, " after the ", k.expect, " report"), k.model));
+    std::printf("PASS async %s, bad %s: reported to the next launch naming its events (%s)\n", k.model, k.expect,
                 next.error_message().c_str());
   }
   // Asynchronous launches need every output in a CUDA region; an unknown event is NOT_FOUND.
