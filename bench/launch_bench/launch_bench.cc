@@ -68,8 +68,8 @@ StatusOr<Stats> ReadStats(inference::GRPCInferenceService::Stub* stub) {
 }
 
 // `gap`: an idle pause before every measured call (not timed), as between the verify steps of a
-// decode loop. `prepare`: untimed work before every call (the asynchronous rows wait there for the
-// previous launch and record the event the next one waits for).
+// decode loop. `prepare`: untimed work before every call (the asynchronous rows record there the
+// event the next launch waits for, and now and then wait for the launches queued so far).
 StatusOr<Row> Measure(const std::string& path, int warmup, int iters, const std::function<Status()>& once,
                       inference::GRPCInferenceService::Stub* stats = nullptr,
                       std::chrono::microseconds gap = std::chrono::microseconds(0),

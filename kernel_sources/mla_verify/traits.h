@@ -137,16 +137,17 @@ constexpr int kNumTileIds = 4;
 // 16-byte load of bf16 partial O per state), kCombineBatch states per memory round trip.
 // - Up to kCombineOneSliceMaxStates states: a CTA serves kCombineRowsPerCta rows, one slice of 64
 //   threads each, which merges all of its row's states. (Launches with many rows, 64 heads or
-//   batches, stay about one wave: a CTA's 512 threads at 73 registers leave no room for a second on
+//   batches, stay about one wave: a CTA's 512 threads at 86 registers leave no room for a second on
 //   an SM.)
 // - More ("wide"): a row is served by `parts` CTAs (CombineRowParts: 2 when twice the rows still fit
 //   one wave, so few-row launches use twice the SMs, else 1), each covering 512 / parts columns with
 //   8 * parts slices of 64 / parts threads. Slice k takes states k, k + 8 * parts, ...; the slices are
 //   merged in slice order, bitwise deterministic.
-// (Per-row slice counts as template parameters measured slower on the H200: the larger module's cold
-// instruction fetch cost 1-1.5 us on every launch. Batches of 16 states were slower than 8, as were
-// batches of 4. Batches of 9: a request's states are num_splits + 1, and with 8 or 64 splits a batch
-// of 8 left one state per slice for a second round trip.)
+// (Four slice counts per row as template parameters, 71 KB of combine code, measured 1-1.5 us
+// slower on the H200: every SM fetches the combine's instructions cold on every launch. The three
+// layouts here, 37 KB, measured no slower than the two before them, 24 KB. Batches of 16 states were
+// slower than 8, as were batches of 4. Batches of 9: a request's states are num_splits + 1, and with
+// 8 or 64 splits a batch of 8 left one state per slice for a second round trip.)
 constexpr int kCombineThreads = 512;
 constexpr int kCombineRowsPerCta = 8;
 constexpr int kCombineMaxRowParts = 2;

@@ -132,7 +132,7 @@ std::vector<std::string> DeviceRuntime::Reap() {
       }
       free_words_.push_back(w.word);
     }
-    if (spare_events_.size() < 64) spare_events_.push_back(std::move(in_flight_.front().done));
+    if (spare_events_.size() < 64) spare_events_.push_back(std::move(in_flight_.front().done));  // kept for reuse
     in_flight_.pop_front();
   }
   return reports;

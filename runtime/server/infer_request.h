@@ -36,8 +36,8 @@ struct ParsedInfer {
   kernels::MlaVerifyScalars scalars;
   int64_t device = 0;  // kjit_device
   std::string wait_event, signal_event;
-  // kjit_max_draft / kjit_max_prefix: bounds on every D_b / P_b that plan an asynchronous launch
-  // whose index pointers stay on the GPU (0 / -1: not given).
+  // kjit_max_draft / kjit_max_prefix: bounds on every D_b / P_b that plan a launch whose index
+  // pointers stay on the GPU (PlanUnchecked; 0 / -1: not given).
   int64_t max_draft_hint = 0, max_prefix_hint = -1;
   kernels::MlaVerifyLayout layout;
   kernels::MlaVerifyProblem problem;
@@ -63,11 +63,11 @@ Status CheckIndptrs(ParsedInfer* p, const IndptrCopies& cuda_copies = {});
 bool HasCudaIndptr(const ParsedInfer& p);
 
 // A launch with index pointers on the GPU that is asynchronous (the client's kjit_wait_event may
-// still be producing them) or gives kjit_max_draft: no host check and no host synchronization. Sets max_draft and max_prefix from
-// kjit_max_draft / kjit_max_prefix, else from the bounds the shapes give (min(N, 64) and M); the
-// kernels check every request against the sizes (a request whose D_b exceeds max_draft, or whose
-// extents leave q, kv_indices or the mask, is skipped and reported through the error word, never
-// read), and every index pointer is read in place.
+// still be producing them) or gives kjit_max_draft: no host check and no host synchronization.
+// Sets max_draft and max_prefix from kjit_max_draft / kjit_max_prefix, else from the bounds the
+// shapes give (min(N, 64) and M). The kernels check every request against the sizes (a request
+// whose D_b exceeds max_draft, or whose extents leave q, kv_indices or the mask, is skipped and
+// reported through the error word, never read), and every index pointer is read in place.
 void PlanUnchecked(ParsedInfer* p);
 
 // The parameter names a client may send that kjit ignores (PROTOCOL.md "reserved").

@@ -212,7 +212,8 @@ Status RunAsync(Client* x) {
   }
   // Kernel errors of an asynchronous launch: its reply comes before the kernels run, so they are
   // reported to the next launch that names one of its events (which does not run), and the launch
-  // after that runs. A kv_indices entry >= S, then a qo_indptr past N.
+  // after that runs. A kv_indices entry >= S, then a qo_indptr past N, then the oracle's copied
+  // error word with a kv_indices entry >= S.
   const CUdeviceptr slot3 = input_at("kv_indices") + 3 * sizeof(int64_t);
   const CUdeviceptr qo1 = input_at("qo_indptr") + sizeof(int32_t);
   KJIT_E2E_CHECK(slot3 != 3 * sizeof(int64_t) && qo1 != sizeof(int32_t) && base.kv_indices.size() > 3,
