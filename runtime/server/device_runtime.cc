@@ -128,21 +128,26 @@ std::vector<std::string> DeviceRuntime::Reap() {
       if (*static_cast<volatile uint32_t*>(w.word) != 0 && w.report) {
         reports.push_back(w.report(*w.word));
         const auto report = std::make_shared<const std::string>(reports.back());
-        for (const std::string& e : w.events) async_failures_[e] = report;
+        for (const WatchedEvent& e : w.events) async_failures_[e.name] = AsyncFailure{e.registration, report};
       }
       free_words_.push_back(w.word);
     }
     if (spare_events_.size() < 64) spare_events_.push_back(std::move(in_flight_.front().done));  // kept for reuse
     in_flight_.pop_front();
   }
+  std::erase_if(async_failures_, [](const auto& kv) { return kv.second.registration.expired(); });
   return reports;
 }
 
-std::string DeviceRuntime::TakeAsyncFailure(const std::string& event) {
-  auto it = async_failures_.find(event);
+std::string DeviceRuntime::TakeAsyncFailure(const std::string& name, const std::shared_ptr<const void>& registration) {
+  auto it = async_failures_.find(name);
   if (it == async_failures_.end()) return "";
-  const std::shared_ptr<const std::string> report = it->second;
-  std::erase_if(async_failures_, [&](const auto& kv) { return kv.second == report; });
+  if (it->second.registration.lock() != registration) {  // filed under an earlier registration
+    async_failures_.erase(it);
+    return "";
+  }
+  const std::shared_ptr<const std::string> report = it->second.report;
+  std::erase_if(async_failures_, [&](const auto& kv) { return kv.second.report == report; });
   return *report;
 }
 

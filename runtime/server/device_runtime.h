@@ -69,11 +69,16 @@ class DeviceRuntime {
   // error word into (or for a copy queued after them) (RESOURCE_EXHAUSTED with kMaxAsyncErrorWords
   // launches in flight); HoldUntilDone with `watch` then keeps it until Reap finds the work done
   // and, when the word is nonzero, files watch.report(word) under each of watch.events (the
-  // launch's event names). Hold mu().
+  // launch's events: name, and the registration, so that a report never reaches a later event
+  // registered under the same name). Hold mu().
   static constexpr size_t kMaxAsyncErrorWords = 4096;
+  struct WatchedEvent {
+    std::string name;
+    std::weak_ptr<const void> registration;
+  };
   struct ErrorWatch {
     uint32_t* word = nullptr;
-    std::vector<std::string> events;
+    std::vector<WatchedEvent> events;
     std::function<std::string(uint32_t)> report;
   };
   StatusOr<MappedWord> AcquireErrorWord();
@@ -81,9 +86,9 @@ class DeviceRuntime {
   Status HoldUntilDone(std::vector<std::shared_ptr<const void>> refs, ErrorWatch watch);
   // Drops the finished launches; returns the reports filed by this call (for the log).
   std::vector<std::string> Reap();
-  // The report filed under `event` by an earlier launch, removed (under every event it was filed
-  // under); empty when none. Hold mu().
-  std::string TakeAsyncFailure(const std::string& event);
+  // The report filed under the event `name` (registration `registration`) by an earlier launch,
+  // removed (under every event it was filed under); empty when none. Hold mu().
+  std::string TakeAsyncFailure(const std::string& name, const std::shared_ptr<const void>& registration);
 
  private:
   DeviceRuntime(driver::DeviceInfo info, driver::Context ctx, driver::Stream stream, driver::Stream readback)
@@ -118,8 +123,13 @@ class DeviceRuntime {
   CUdeviceptr mapped_word_device_ = 0;
   std::vector<uint32_t*> free_words_;
   CUdeviceptr async_words_device_ = 0;  // the device address of async_words_
-  // Event name -> report; a launch's report is filed under each of its events and delivered once.
-  std::map<std::string, std::shared_ptr<const std::string>> async_failures_;
+  // Event name -> (registration, report); a launch's report is filed under each of its events and
+  // delivered once. Entries whose registration is gone are dropped by Reap.
+  struct AsyncFailure {
+    std::weak_ptr<const void> registration;
+    std::shared_ptr<const std::string> report;
+  };
+  std::map<std::string, AsyncFailure> async_failures_;
   std::mutex mu_;
 };
 

@@ -152,7 +152,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   // next launch on this GPU that names one of its events.
   for (const auto& ev : {wait_ev, signal_ev}) {
     if (!ev) continue;
-    const std::string failure = dev->TakeAsyncFailure(ev->name);
+    const std::string failure = dev->TakeAsyncFailure(ev->name, ev);
     if (!failure.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "not run: an earlier ", failure, " (reported to the next launch that names event '", ev->name, "')"));
@@ -351,8 +351,8 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     for (const auto& s : p->output_src) refs.push_back(s.region);
     DeviceRuntime::ErrorWatch watch;
     watch.word = async_word;
-    if (wait_ev) watch.events.push_back(wait_ev->name);
-    watch.events.push_back(signal_ev->name);
+    if (wait_ev) watch.events.push_back({wait_ev->name, wait_ev});
+    watch.events.push_back({signal_ev->name, signal_ev});
     watch.report = [model = p->model->name, id = resp->id(), event = signal_ev->name,
                     slots = p->problem.num_slots](uint32_t err) {
       return absl::StrCat("asynchronous ", model, " launch (id '", id, "', kjit_signal_event '", event,

@@ -247,6 +247,29 @@ Status RunAsync(Client* x) {
     std::printf("PASS async %s, bad %s: reported to the next launch naming its events (%s)\n", k.model, k.expect,
                 next.error_message().c_str());
   }
+  {
+    // A report filed under events that are then unregistered and registered again under the same
+    // names reaches no launch of the new registrations.
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyHtoDAsync(slot3, &bad_slot, sizeof(bad_slot), cs), "poke"));
+    KJIT_E2E_CHECK(launch("bad-input", "mla_verify").ok(), "async launch with a bad kv_indices is queued");
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyHtoDAsync(slot3, &base.kv_indices[3], sizeof(int64_t), cs), "restore"));
+    for (const std::string& name : {x->prefix + "-ready", x->prefix + "-done"}) {
+      grpc::ClientContext ctx;
+      if (!x->session.empty()) ctx.AddMetadata("kjit-session", x->session);
+      kjit::v1::UnregisterEventRequest req;
+      req.set_name(name);
+      kjit::v1::UnregisterEventResponse resp;
+      const grpc::Status st = x->kernels->UnregisterEvent(&ctx, req, &resp);
+      KJIT_E2E_CHECK(st.ok(), "UnregisterEvent " + name + ": " + st.error_message());
+    }
+    KJIT_RETURN_IF_ERROR(RegisterEvent(x, x->prefix + "-ready", ready.get()));
+    KJIT_RETURN_IF_ERROR(RegisterEvent(x, x->prefix + "-done", done.get()));
+    const grpc::Status fresh = launch("fresh", "mla_verify");
+    KJIT_E2E_CHECK(fresh.ok(), "a launch on re-registered events got an earlier registration's report: " +
+                                   fresh.error_message());
+    KJIT_RETURN_IF_ERROR(check_o("on re-registered events"));
+    std::printf("PASS async: a report does not outlive its events' registration\n");
+  }
   // Asynchronous launches need every output in a CUDA region; an unknown event is NOT_FOUND.
   inference::ModelInferRequest bad = InferRequest("mla_verify", base, l, x->prefix + "-in", x->prefix + "-out", x->device, true);
   (*bad.mutable_parameters())["kjit_signal_event"].set_string_param(x->prefix + "-done");
