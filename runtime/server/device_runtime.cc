@@ -78,10 +78,6 @@ StatusOr<DeviceRuntime::MappedWord> DeviceRuntime::MappedErrorWord() {
   return MappedWord{static_cast<uint32_t*>(mapped_word_.data), mapped_word_device_};
 }
 
-Status DeviceRuntime::HoldUntilDone(std::vector<std::shared_ptr<const void>> refs) {
-  return HoldUntilDone(std::move(refs), ErrorWatch{});
-}
-
 StatusOr<DeviceRuntime::MappedWord> DeviceRuntime::AcquireErrorWord() {
   if (async_words_.data == nullptr) {
     KJIT_ASSIGN_OR_RETURN(async_words_device_, MapPinned(&async_words_, kMaxAsyncErrorWords * sizeof(uint32_t)));

@@ -39,14 +39,9 @@ class DeviceRuntime {
   StatusOr<CUdeviceptr> Workspace(size_t bytes) { return Grow(&workspace_, bytes); }
   StatusOr<CUdeviceptr> Staging(size_t bytes) { return Grow(&staging_, bytes); }
 
-  // A page-locked host word the launch's error word is copied into on the stream, so one stream
-  // synchronization covers the kernel and the read-back. Hold mu().
-  StatusOr<uint32_t*> PinnedErrorWord() {
-    KJIT_ASSIGN_OR_RETURN(uint8_t* page, GrowPinned(&pinned_word_, sizeof(uint32_t)));
-    return reinterpret_cast<uint32_t*>(page);
-  }
-  // A page-locked host word mapped into the device, for a family that stores its error word there
-  // itself (no copy queued after the kernels). Hold mu().
+  // The page-locked host word, mapped into the device, that a synchronous launch reads its error
+  // word from: the kernels store it there (MlaVerifyBuffers::error_word) or a copy queued after them
+  // does, and one stream synchronization covers both. Hold mu().
   struct MappedWord {
     uint32_t* host = nullptr;
     CUdeviceptr device = 0;
@@ -59,16 +54,14 @@ class DeviceRuntime {
   // bytes, and growing frees the old ones without waiting for any stream.
   StatusOr<uint8_t*> PinnedStaging(size_t bytes) { return GrowPinned(&pinned_staging_, bytes); }
 
-  // Asynchronous launches: keeps `refs` (regions, events) alive until the work queued on the
-  // stream so far has finished; Reap drops those whose work is done. Hold mu().
-  Status HoldUntilDone(std::vector<std::shared_ptr<const void>> refs);
   size_t in_flight() const { return in_flight_.size(); }  // held launches not yet reaped
 
-  // An asynchronous launch's kernel error word, read only once its work is done. AcquireErrorWord
-  // hands out a page-locked word, mapped into the device, for the launch's kernels to store their
-  // error word into (or for a copy queued after them) (RESOURCE_EXHAUSTED with kMaxAsyncErrorWords
-  // launches in flight); HoldUntilDone with `watch` then keeps it until Reap finds the work done
-  // and, when the word is nonzero, files watch.report(word) under each of watch.events (the
+  // Asynchronous launches. HoldUntilDone keeps `refs` (regions, events) alive until the work queued
+  // on the stream so far has finished; Reap drops those whose work is done. A launch's kernel error
+  // word is read only then: AcquireErrorWord hands out a page-locked word, mapped into the device,
+  // for the launch's kernels to store their error word into (or for a copy queued after them)
+  // (RESOURCE_EXHAUSTED with kMaxAsyncErrorWords launches in flight); HoldUntilDone with `watch`
+  // keeps it until Reap finds the work done and, when the word is nonzero, files watch.report(word) under each of watch.events (the
   // launch's events: name, and the registration, so that a report never reaches a later event
   // registered under the same name). Hold mu().
   static constexpr size_t kMaxAsyncErrorWords = 4096;
@@ -119,7 +112,7 @@ class DeviceRuntime {
   };
   std::deque<InFlight> in_flight_;
   std::vector<driver::Event> spare_events_;  // completion events of reaped launches, for reuse
-  PinnedBuffer pinned_word_, pinned_staging_, async_words_, mapped_word_;
+  PinnedBuffer pinned_staging_, async_words_, mapped_word_;
   CUdeviceptr mapped_word_device_ = 0;
   std::vector<uint32_t*> free_words_;
   CUdeviceptr async_words_device_ = 0;  // the device address of async_words_

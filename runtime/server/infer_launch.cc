@@ -57,6 +57,23 @@ std::vector<T> As(const std::vector<uint8_t>& bytes) {
   return v;
 }
 
+// What the kernels' error word says, as the status the launch returns.
+Status KernelErrors(uint32_t err, int64_t num_slots) {
+  if (err & kernels::kMlaErrKvIndexOutOfRange) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor 'kv_indices': kv_indices entry >= S (", num_slots,
+        " kv_cache rows); those slots were treated as masked and the output is not valid"));
+  }
+  if (err != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the kernel reported error bits 0x", absl::Hex(err),
+        ": an index pointer (qo_indptr, kv_indptr or mask_indptr) leaves its tensors or gives a request "
+        "more than max_draft (kjit_max_draft) draft tokens; those requests were skipped and the output "
+        "is not valid"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Status CheckIndptrs(ParsedInfer* p, const IndptrCopies& cuda_copies) {
@@ -87,26 +104,6 @@ Status CheckIndptrs(ParsedInfer* p, const IndptrCopies& cuda_copies) {
   return absl::OkStatus();
 }
 
-namespace {
-
-// What the kernels' error word says, as the status the launch returns.
-Status KernelErrors(uint32_t err, int64_t num_slots) {
-  if (err & kernels::kMlaErrKvIndexOutOfRange) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor 'kv_indices': kv_indices entry >= S (", num_slots,
-        " kv_cache rows); those slots were treated as masked and the output is not valid"));
-  }
-  if (err != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the kernel reported error bits 0x", absl::Hex(err),
-        ": an index pointer (qo_indptr, kv_indptr or mask_indptr) leaves its tensors or gives a request "
-        "more than max_draft (kjit_max_draft) draft tokens; those requests were skipped and the output "
-        "is not valid"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 void PlanUnchecked(ParsedInfer* p) {
   kernels::MlaVerifyProblem& pr = p->problem;
@@ -160,11 +157,9 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   }
   // An asynchronous launch has its error word stored (or copied) into a word of its own, read when
   // it is reaped.
-  uint32_t* async_word = nullptr;
   DeviceRuntime::MappedWord async_mapped;
   if (signal_ev) {
     KJIT_ASSIGN_OR_RETURN(async_mapped, dev->AcquireErrorWord());
-    async_word = async_mapped.host;
   }
   struct ReleaseWord {
     DeviceRuntime* dev;
@@ -172,7 +167,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     ~ReleaseWord() {
       if (word != nullptr) dev->ReleaseErrorWord(word);
     }
-  } release_word{dev, async_word};
+  } release_word{dev, async_mapped.host};
   const CUstream stream = dev->stream();
   // Once a copy is queued, an error return first waits for the queued work: the regions that `p`
   // holds (released when the caller drops it) and the pinned staging must outlive every use of them
@@ -253,18 +248,14 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   if (!signal_ev && total > 0) {
     KJIT_ASSIGN_OR_RETURN(pinned, dev->PinnedStaging(total));
   }
-  // The kernels store the error word into mapped host memory (no copy after them) where the family
-  // allows it and they run (N = 0 is a memset); else a copy queued after them reads it.
+  // The error word goes into a mapped host word: the launch's own (asynchronous) or the device's
+  // (synchronous). The kernels store it there where the family allows it and they run (N = 0 is a
+  // memset); else a copy queued after them does.
   const bool store_word = family.error_word_mappable && p->problem.num_q > 0;
-  const bool mapped_word = !signal_ev && store_word;
-  uint32_t* err_word = nullptr;
-  DeviceRuntime::MappedWord mapped;
-  if (mapped_word) {
-    KJIT_ASSIGN_OR_RETURN(mapped, dev->MappedErrorWord());
-    err_word = mapped.host;
-    *static_cast<volatile uint32_t*>(err_word) = 0;  // the device's store replaces it
-  } else {
-    KJIT_ASSIGN_OR_RETURN(err_word, dev->PinnedErrorWord());
+  DeviceRuntime::MappedWord word = async_mapped;
+  if (!signal_ev) {
+    KJIT_ASSIGN_OR_RETURN(word, dev->MappedErrorWord());
+    *static_cast<volatile uint32_t*>(word.host) = 0;  // replaced by the store or the copy
   }
 
   auto in_addr = [&](int slot) -> CUdeviceptr {
@@ -320,7 +311,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   b.o = out_addr(p->layout.o_output);
   b.lse = out_addr(p->layout.lse_output);
   b.workspace = workspace;
-  b.error_word = mapped_word ? mapped.device : signal_ev && store_word ? async_mapped.device : 0;
+  b.error_word = store_word ? word.device : 0;
 
   drain.armed = true;
   if (wait_ev) {
@@ -341,7 +332,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
                                        "cuEventRecord(kjit_signal_event)"));
     if (!store_word) {  // after the client's event: the client does not wait for this copy
       KJIT_RETURN_IF_ERROR(driver::Check(
-          api->cuMemcpyDtoHAsync(async_word, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
+          api->cuMemcpyDtoHAsync(word.host, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
           "reading the error word"));
     }
     release_word.word = nullptr;  // queued: the word belongs to the launch now (or leaks on a failure below)
@@ -350,7 +341,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     for (const auto& s : p->input_src) refs.push_back(s.region);
     for (const auto& s : p->output_src) refs.push_back(s.region);
     DeviceRuntime::ErrorWatch watch;
-    watch.word = async_word;
+    watch.word = word.host;
     if (wait_ev) watch.events.push_back({wait_ev->name, wait_ev});
     watch.events.push_back({signal_ev->name, signal_ev});
     watch.report = [model = p->model->name, id = resp->id(), event = signal_ev->name,
@@ -369,16 +360,16 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
         api->cuMemcpyDtoHAsync(pinned + in_total, staging + in_total, total - in_total, stream),
         "reading the outputs"));
   }
-  if (!mapped_word) {
+  if (!store_word) {
     KJIT_RETURN_IF_ERROR(driver::Check(
-        api->cuMemcpyDtoHAsync(err_word, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
+        api->cuMemcpyDtoHAsync(word.host, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
         "reading the error word"));
   }
   KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "cuStreamSynchronize(launch)"));
   drain.armed = false;
   *compute_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now() - t0).count();
-  KJIT_RETURN_IF_ERROR(KernelErrors(*static_cast<volatile uint32_t*>(err_word), p->problem.num_slots));
+  KJIT_RETURN_IF_ERROR(KernelErrors(*static_cast<volatile uint32_t*>(word.host), p->problem.num_slots));
   for (size_t i = 0; i < p->outputs.size(); ++i) {
     std::string* raw = resp->add_raw_output_contents();
     const TensorSource& s = p->output_src[i];
