@@ -64,9 +64,9 @@ __device__ __forceinline__ void CombineRows(const MlaVerifyParams& p, CombineSme
   if (kWide && !active) return;                          // one row per CTA: uniform over it
 
   const int states = p.num_splits + 1;
-  const long long first = static_cast<long long>(b) * states;
-  const float* lse_col = p.part_lse + first * p.rows_cap + row;  // state s at s * rows_cap
-  const uint4* src = reinterpret_cast<const uint4*>(p.part_o + (first * p.rows_cap + row) * kVDim) + col16;
+  const StateRows first = StateOf(p, b, 0);
+  const float* lse_col = first.lse + row;  // state s at s * rows_cap
+  const uint4* src = reinterpret_cast<const uint4*>(first.o + static_cast<long long>(row) * kVDim) + col16;
   const long long state_stride = static_cast<long long>(p.rows_cap) * (kVDim / kCols);  // in uint4
 
   // Running (max, sum, weighted O) of this slice's states, in log2 units. The LSEs are the same for

@@ -173,7 +173,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
 
   // Barriers. Named: the producer's own warps (tile t's indices staged); the consumers' epilogue.
   // mbarriers: Q landed; per stage s and part h "full" (the part landed; for part A also the
-  // indices' valid bits and, in the tree CTA, the mask bits are visible); per stage "empty" (both
+  // indices' valid bits, or in the tree CTA the mask bits, are visible); per stage "empty" (both
   // consumer warpgroups are done with it); per tile parity "P ready" (the owner wrote the tile's P,
   // alpha and running max).
   constexpr int kBarProducer = 3;
@@ -185,7 +185,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   if (tid == 0) {
     MbarInit(bar_q, kProducers);
     for (int s = 0; s < 2; ++s) {
-      // Part A: every producer thread's copies and its plain arrival (the valid and mask bits);
+      // Part A: every producer thread's copies and its plain arrival (the valid or mask bits);
       // part B: the copies.
       MbarInit(SmemAddr(&sm.full[s][0]), 2 * kProducers);
       MbarInit(SmemAddr(&sm.full[s][1]), kProducers);
@@ -221,8 +221,10 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
         raw_next = t + 1 < num_tiles ? kv_rows.Raw(p, t + 1, i) : kPastEnd;
         const long long v = kv_rows.Validate(p, raw);
         sm.idx[t % kIdxRing][i] = v >= 0 ? reinterpret_cast<long long>(kv_base + v * kv_row_bytes) : -1;
-        const unsigned bits = __ballot_sync(0xffffffffu, v >= 0);
-        if (lane == 0) sm.valid[t % kIdxRing][i >> 5] = bits;
+        if (!tree) {  // the tree CTA's softmax reads its mask bits instead
+          const unsigned bits = __ballot_sync(0xffffffffu, v >= 0);
+          if (lane == 0) sm.valid[t % kIdxRing][i >> 5] = bits;
+        }
       }
       NamedBarrier(kBarProducer, kProducers);
       if (t >= 2) MbarWait(empty_bar(t), ((t >> 1) & 1) ^ 1);  // tile t - 2's phase
@@ -233,8 +235,8 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       GatherTileRows<kPartB>(stage, pw, lane, sm.idx[t % kIdxRing], kv_base);
       CpAsyncMbarArrive(full_bar(t, 1));
       if (tree) {
-        StageTreeBits<kHeads>(mask, p, rq.draft, m0, pw, lane, t, sm.tree_bits[t % kIdxRing]);
-        MbarArrive(full_bar(t, 0));  // sm.valid and sm.tree_bits of tile t
+        StageTreeBits<kHeads>(mask, p, rq.draft, m0, pw, lane, t, sm.tree_bits);
+        MbarArrive(full_bar(t, 0));  // sm.tree_bits of tile t (the only one)
       }
     }
     CpAsyncWait<0>();  // every copy has landed by now (the consumers waited for them); for the tools
@@ -328,7 +330,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       for (int h = 0; h < 2; ++h) {
         // Which KV columns the row may attend: the tile's valid rows, or in the tree CTA the row's
         // mask bits (which include the validity of the draft rows).
-        const unsigned* vb = tree ? sm.tree_bits[t % kIdxRing][row0 + 8 * h] : sm.valid[t % kIdxRing];
+        const unsigned* vb = tree ? sm.tree_bits[row0 + 8 * h] : sm.valid[t % kIdxRing];
         const unsigned vbits[2] = {vb[0], vb[1]};
         float mx = NegInf();
 #pragma unroll

@@ -103,7 +103,7 @@ struct WgmmaSmem {
   float row_sums[2][64];              // each consumer warpgroup's row sums (the epilogue)
   long long idx[kIdxRing][64];        // source address per KV row of a staged tile; -1 = masked
   unsigned valid[kIdxRing][2];        // bit i of word w: KV row 32w + i of that tile is valid
-  unsigned tree_bits[kIdxRing][64][2];  // the tree CTA: each query row's mask bits for that tile
+  unsigned tree_bits[64][2];          // the tree CTA's one tile (D <= 64): each query row's mask bits
   unsigned long long bar_q;           // mbarriers: Q landed;
   unsigned long long full[2][2];      // stage s, part h landed (groups 0-3 and 8 | groups 4-7);
   unsigned long long empty[2];        // stage s no longer read (both consumer warpgroups);
