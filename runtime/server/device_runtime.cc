@@ -27,13 +27,13 @@ StatusOr<CUdeviceptr> DeviceRuntime::Grow(std::unique_ptr<driver::DeviceBuffer>*
   return (*buf)->get();
 }
 
-StatusOr<uint8_t*> DeviceRuntime::GrowPinned(PinnedBuffer* buf, size_t bytes, unsigned register_flags) {
+StatusOr<uint8_t*> DeviceRuntime::GrowPinned(PinnedBuffer* buf, size_t bytes, unsigned register_flags,
+                                              size_t granule) {
   if (buf->data != nullptr && buf->size >= bytes) return static_cast<uint8_t*>(buf->data);
   // No queued copy uses the old buffer: its users synchronize before releasing mu().
   buf->Reset();
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
-  constexpr size_t kGranule = size_t{1} << 20;
-  const size_t rounded = bytes <= 4096 ? 4096 : (bytes + kGranule - 1) & ~(kGranule - 1);
+  const size_t rounded = bytes <= 4096 ? 4096 : (bytes + granule - 1) & ~(granule - 1);
   void* data = std::aligned_alloc(4096, rounded);
   if (data == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("no host memory for ", rounded, " bytes of pinned staging"));
@@ -94,6 +94,39 @@ StatusOr<DeviceRuntime::MappedWord> DeviceRuntime::AcquireErrorWord() {
   *static_cast<volatile uint32_t*>(w) = 0;
   const size_t offset = reinterpret_cast<uint8_t*>(w) - static_cast<uint8_t*>(async_words_.data);
   return MappedWord{w, async_words_device_ + offset};
+}
+
+StatusOr<std::shared_ptr<uint8_t>> DeviceRuntime::AcquireAsyncStaging(size_t bytes) {
+  size_t size = 4096;
+  while (size < bytes) size <<= 1;
+  uint8_t* block = nullptr;
+  if (auto it = free_staging_.find(size); it != free_staging_.end()) {
+    block = it->second;
+    free_staging_.erase(it);
+  } else {
+    if (async_staging_in_use_ + size > kMaxAsyncStagingBytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "asynchronous launches in flight on GPU ", info_.ordinal, " hold ", async_staging_in_use_,
+          " bytes of staged inputs; ", bytes, " more would pass the ", kMaxAsyncStagingBytes,
+          "-byte limit: wait for some of them (their kjit_signal_event), or pass large inputs in CUDA regions"));
+    }
+    // Free blocks of other sizes go first when the pool would pass the limit.
+    while (!free_staging_.empty() && async_staging_bytes_ + size > kMaxAsyncStagingBytes) {
+      auto it = free_staging_.begin();
+      std::erase_if(async_staging_, [&](const auto& b) { return b->data == it->second; });
+      async_staging_bytes_ -= it->first;
+      free_staging_.erase(it);
+    }
+    auto buf = std::make_unique<PinnedBuffer>();
+    KJIT_ASSIGN_OR_RETURN(block, GrowPinned(buf.get(), size, 0, 4096));
+    async_staging_bytes_ += buf->size;
+    async_staging_.push_back(std::move(buf));
+  }
+  async_staging_in_use_ += size;
+  return std::shared_ptr<uint8_t>(block, [this, size](uint8_t* b) {
+    async_staging_in_use_ -= size;
+    free_staging_.emplace(size, b);
+  });
 }
 
 Status DeviceRuntime::HoldUntilDone(std::vector<std::shared_ptr<const void>> refs, ErrorWatch watch) {

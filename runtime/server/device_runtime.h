@@ -54,6 +54,17 @@ class DeviceRuntime {
   // bytes, and growing frees the old ones without waiting for any stream.
   StatusOr<uint8_t*> PinnedStaging(size_t bytes) { return GrowPinned(&pinned_staging_, bytes); }
 
+  // Page-locked host staging for one asynchronous launch's inputs, whose copies run after the call
+  // returns (a copy from pageable memory would first wait for everything queued on the stream:
+  // earlier asynchronous launches and the client work they wait for). Blocks of power-of-two sizes
+  // from 4 KiB, reused: the returned pointer's deleter hands its block back, so keep it in the
+  // launch's HoldUntilDone refs. RESOURCE_EXHAUSTED past kMaxAsyncStagingBytes in use. Hold mu(),
+  // also where the last reference is dropped (Reap, or the launch's error path, which first
+  // synchronizes the stream).
+  static constexpr size_t kMaxAsyncStagingBytes = size_t{256} << 20;
+  StatusOr<std::shared_ptr<uint8_t>> AcquireAsyncStaging(size_t bytes);
+  size_t async_staging_bytes() const { return async_staging_bytes_; }  // allocated, in use or free
+
   size_t in_flight() const { return in_flight_.size(); }  // held launches not yet reaped
 
   // Asynchronous launches. HoldUntilDone keeps `refs` (regions, events) alive until the work queued
@@ -97,7 +108,9 @@ class DeviceRuntime {
     ~PinnedBuffer() { Reset(); }
     void Reset();
   };
-  StatusOr<uint8_t*> GrowPinned(PinnedBuffer* buf, size_t bytes, unsigned register_flags = 0);
+  // Sizes round up to 4 KiB, past that to `granule` (a power of two).
+  StatusOr<uint8_t*> GrowPinned(PinnedBuffer* buf, size_t bytes, unsigned register_flags = 0,
+                                size_t granule = size_t{1} << 20);
   StatusOr<CUdeviceptr> MapPinned(PinnedBuffer* buf, size_t bytes);
 
   driver::DeviceInfo info_;
@@ -105,6 +118,11 @@ class DeviceRuntime {
   driver::Stream stream_, readback_;
   std::unique_ptr<kernels::LoadedKernels> kernels_;
   std::unique_ptr<driver::DeviceBuffer> workspace_, staging_;
+  // AcquireAsyncStaging's blocks (declared before in_flight_, whose refs hand blocks back into
+  // free_staging_ when they are destroyed) and the free ones by size.
+  std::vector<std::unique_ptr<PinnedBuffer>> async_staging_;
+  std::multimap<size_t, uint8_t*> free_staging_;
+  size_t async_staging_bytes_ = 0, async_staging_in_use_ = 0;
   struct InFlight {
     driver::Event done;
     std::vector<std::shared_ptr<const void>> refs;

@@ -240,12 +240,17 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   }
   const size_t ws_bytes = std::max(plan.workspace_bytes, plan.error_word_offset + sizeof(uint32_t));
   KJIT_ASSIGN_OR_RETURN(CUdeviceptr workspace, dev->Workspace(ws_bytes));
-  // A synchronous launch mirrors the device staging in pinned host memory (same offsets): one
-  // contiguous host-to-device copy in, one device-to-host copy out, both truly asynchronous. An
-  // asynchronous launch returns before its copies would have run, so it stages from pageable
-  // memory (the driver has taken those bytes when the call returns).
+  // Inputs are staged in pinned host memory (same offsets as the device staging): one contiguous
+  // host-to-device copy in (from pageable memory the driver would first wait for everything queued
+  // on the stream), and for a synchronous launch one device-to-host copy out. An asynchronous
+  // launch returns before its copy runs, so its inputs get a pinned block of their own, held until
+  // the launch is reaped (its outputs are all in CUDA regions).
   uint8_t* pinned = nullptr;
-  if (!signal_ev && total > 0) {
+  std::shared_ptr<uint8_t> async_pinned;
+  if (signal_ev && in_total > 0) {
+    KJIT_ASSIGN_OR_RETURN(async_pinned, dev->AcquireAsyncStaging(in_total));
+    pinned = async_pinned.get();
+  } else if (!signal_ev && total > 0) {
     KJIT_ASSIGN_OR_RETURN(pinned, dev->PinnedStaging(total));
   }
   // The error word goes into a mapped host word: the launch's own (asynchronous) or the device's
@@ -274,25 +279,13 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     const uint64_t n = p->inputs[i].byte_size;
     if (s.kind == Kind::kCuda || n == 0) continue;
     const std::string& name = p->inputs[i].name;
-    if (pinned != nullptr) {
-      // System memory is copied under the SIGBUS guard (a truncated client object must never fault
-      // the daemon or the driver).
-      if (s.kind == Kind::kSystem) {
-        KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(pinned + in_off[i], HostPtr(s), n, SourceName(name, s).c_str()));
-      } else {
-        std::memcpy(pinned + in_off[i], HostPtr(s), n);
-      }
-      continue;
-    }
-    std::vector<uint8_t> bounce;
-    const uint8_t* host = HostPtr(s);
+    // System memory is copied under the SIGBUS guard (a truncated client object must never fault
+    // the daemon or the driver).
     if (s.kind == Kind::kSystem) {
-      KJIT_ASSIGN_OR_RETURN(bounce, ReadToHost(name, s, n, nullptr));
-      host = bounce.data();
+      KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(pinned + in_off[i], HostPtr(s), n, SourceName(name, s).c_str()));
+    } else {
+      std::memcpy(pinned + in_off[i], HostPtr(s), n);
     }
-    drain.armed = true;
-    const CUresult r = api->cuMemcpyHtoDAsync(staging + in_off[i], host, n, stream);
-    if (r != CUDA_SUCCESS) return driver::Check(r, absl::StrCat("staging input ", name));
   }
   if (pinned != nullptr && in_total > 0) {
     drain.armed = true;
@@ -340,6 +333,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     std::vector<std::shared_ptr<const void>> refs = {wait_ev, signal_ev};
     for (const auto& s : p->input_src) refs.push_back(s.region);
     for (const auto& s : p->output_src) refs.push_back(s.region);
+    if (async_pinned) refs.push_back(std::move(async_pinned));
     DeviceRuntime::ErrorWatch watch;
     watch.word = word.host;
     if (wait_ev) watch.events.push_back({wait_ev->name, wait_ev});

@@ -198,6 +198,36 @@ Status RunAsync(Client* x) {
     std::printf("PASS async: reply in %.3f ms while the client's earlier GPU work was still running\n", ms);
   }
   {
+    // Inputs sent inline are staged from pinned memory: a copy from pageable memory would first
+    // wait for everything queued on the daemon's stream (here an earlier asynchronous launch that
+    // waits for the busy work), so the second reply would come only after that work.
+    KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer busy, driver::DeviceBuffer::Alloc(size_t{1} << 30));
+    for (int i = 0; i < 60; ++i) {
+      KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD32Async(busy.get(), i, busy.size() / 4, cs), "busy work"));
+    }
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8Async(a.out->base() + l.o_offset, 0xFF, l.o_bytes, cs), "poison o"));
+    KJIT_RETURN_IF_ERROR(ready.Record(cs));
+    const auto t0 = std::chrono::steady_clock::now();
+    inference::ModelInferResponse first, second;
+    const grpc::Status st1 = Call(x, AsyncRequest(x, base, l), &first);
+    KJIT_E2E_CHECK(st1.ok(), "async ModelInfer behind busy work: " + st1.error_message());
+    inference::ModelInferRequest req = AsyncRequest(x, base, l);
+    for (int i = 3; i < req.inputs_size(); ++i) {  // the index pointers, indices and mask inline
+      req.mutable_inputs(i)->mutable_parameters()->clear();
+      req.add_raw_input_contents(static_cast<const char*>(l.input_host[i]), l.inputs[i].byte_size);
+    }
+    const grpc::Status st2 = Call(x, req, &second);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const bool pending = api->cuEventQuery(ready.get()) == CUDA_ERROR_NOT_READY;
+    KJIT_E2E_CHECK(st2.ok(), "async ModelInfer with inline inputs behind busy work: " + st2.error_message());
+    KJIT_E2E_CHECK(pending, absl::StrCat("the replies (", ms, " ms) came after the client's work before '-ready' "
+                                         "had finished: staging the inline inputs waited for the stream"));
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the daemon"));
+    KJIT_RETURN_IF_ERROR(x->stream->Synchronize());
+    KJIT_RETURN_IF_ERROR(check_o("inline inputs behind busy work"));
+    std::printf("PASS async: inline inputs staged without waiting (two replies in %.3f ms, client work still running)\n", ms);
+  }
+  {
     // The same asynchronous launch through a launch ring.
     KJIT_ASSIGN_OR_RETURN(std::unique_ptr<LaunchRing> ring, LaunchRing::Open(x, 1u << 20));
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8Async(a.out->base() + l.o_offset, 0xFF, l.o_bytes, cs), "poison o"));
