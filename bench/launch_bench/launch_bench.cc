@@ -11,6 +11,9 @@
 //                   and with kjit_max_draft / kjit_max_prefix (the kernels check the index pointers:
 //                   no read-back); and asynchronous (kjit_wait_event / kjit_signal_event): the time
 //                   to the reply, which comes once the launch is queued
+//   socket floor    a 64-byte ping-pong over a Unix socketpair with a forked echo process, no gRPC:
+//                   what one round trip between two processes costs on this host, blocking in
+//                   read() and spinning on non-blocking reads
 //   launch ring     the same ModelInfer requests through a shared-memory launch ring (OpenRing;
 //                   runtime/ipc/launch_ring.h): no socket; a daemon thread polls the ring; also
 //                   with 2 ms of idleness before each call (the poller asleep: a futex wake-up)
@@ -18,8 +21,11 @@
 // with the environment's KJIT_CACHE_DIR. Reports p50 / p99 / mean of host wall time per call after a
 // warm-up. Target (PROTOCOL.md): ModelInfer p50 <= 40 us over the Unix socket on the H200 machine.
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <chrono>
@@ -121,8 +127,76 @@ int FreeTcpPort() {
   return port;
 }
 
+// A forked process that echoes 64-byte messages on one end of a Unix socketpair until it closes:
+// the round trip between two processes with no gRPC, blocking in read() or spinning on
+// non-blocking reads (both sides). Forked before anything else starts threads; the child only reads,
+// writes and exits.
+class SocketEcho {
+ public:
+  static constexpr size_t kBytes = 64;
+  explicit SocketEcho(bool spin) : spin_(spin) {
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(fds[0]);
+      char buf[kBytes];
+      while (Exchange(fds[1], buf, false)) {
+      }
+      _exit(0);
+    }
+    close(fds[1]);
+    fd_ = pid_ > 0 ? fds[0] : -1;
+    if (fd_ < 0) close(fds[0]);
+  }
+  ~SocketEcho() {
+    if (fd_ >= 0) close(fd_);
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  }
+  bool ok() const { return fd_ >= 0; }
+  Status RoundTrip() {
+    char buf[kBytes] = {1};
+    if (!Exchange(fd_, buf, true)) return absl::InternalError("socket ping-pong: the echo process is gone");
+    return absl::OkStatus();
+  }
+
+ private:
+  // The client writes then reads; the echo reads then writes. False on EOF or an error.
+  bool Exchange(int fd, char* buf, bool write_first) const {
+    if (write_first && !WriteAll(fd, buf)) return false;
+    size_t got = 0;
+    long empty = 0;  // a spinning reader blocks after about a millisecond without data (other rows run)
+    while (got < kBytes) {
+      const bool spin = spin_ && empty < (1 << 16);
+      const ssize_t n = recv(fd, buf + got, kBytes - got, spin ? MSG_DONTWAIT : 0);
+      if (n > 0) {
+        got += static_cast<size_t>(n);
+      } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        return false;
+      } else {
+        ++empty;
+      }
+    }
+    return write_first || WriteAll(fd, buf);
+  }
+  static bool WriteAll(int fd, const char* buf) {
+    size_t put = 0;
+    while (put < kBytes) {
+      const ssize_t n = write(fd, buf + put, kBytes - put);
+      if (n <= 0 && errno != EINTR) return false;
+      if (n > 0) put += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  bool spin_;
+  pid_t pid_ = -1;
+  int fd_ = -1;
+};
+
 StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, const std::string& ring_spin_us,
                                std::string* gpu) {
+  SocketEcho echo_blocking(false), echo_spinning(true);  // before any thread starts
+  if (!echo_blocking.ok() || !echo_spinning.ok()) return absl::InternalError("socketpair / fork for the socket floor");
   const int port = FreeTcpPort();
   const std::string tcp = "127.0.0.1:" + std::to_string(port);
   std::vector<std::string> flags = {"--listen", tcp};
@@ -200,6 +274,9 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
   const int warmup = std::max(50, iters / 10);
   for (auto& [name, fn] : std::vector<std::pair<std::string, std::function<Status()>>>{
            {"in-process: launch + stream sync", in_process},
+           {"Unix socketpair ping-pong, 64 bytes, two processes, blocking reads: the socket floor, no gRPC",
+            [&] { return echo_blocking.RoundTrip(); }},
+           {"Unix socketpair ping-pong, 64 bytes, two processes, spinning reads", [&] { return echo_spinning.RoundTrip(); }},
            {"ServerLive, Unix socket: gRPC round trip, no GPU work", live},
            {"ModelInfer, Unix socket, CUDA regions: indptr read-back + check, launch, sync", infer(x.infer.get(), regions)},
            {"ModelInfer, TCP 127.0.0.1, CUDA regions: same over TCP", infer(tcp_stub.get(), regions)},
@@ -292,8 +369,9 @@ int main(int argc, char** argv) {
                   r.mean, daemon, compute);
     md += line;
   }
-  md += "\nin-process: cuLaunchKernel(s) + cuStreamSynchronize, plan made once. ServerLive: the gRPC "
-        "transport floor (empty request). ModelInfer rows: full synchronous round trip (parse, index "
+  md += "\nin-process: cuLaunchKernel(s) + cuStreamSynchronize, plan made once. Socketpair rows: a 64-byte "
+        "message to a forked echo process and back, no gRPC (the cost of one round trip between two processes "
+        "on this host). ServerLive: the gRPC transport floor (empty request). ModelInfer rows: full synchronous round trip (parse, index "
         "pointer read-back and check, staging, launch, error word and outputs back, one stream sync, "
         "reply); with kjit_max_draft the index pointers are checked by the kernels instead (no "
         "read-back). Async rows: the reply of a launch ordered by IPC events, which comes once it is "
