@@ -13,7 +13,7 @@
 //                   to the reply, which comes once the launch is queued
 //   socket floor    a 64-byte ping-pong over a Unix socketpair with a forked echo process, no gRPC:
 //                   what one round trip between two processes costs on this host, blocking in
-//                   read() and spinning on non-blocking reads
+//                   read() and spinning on non-blocking reads; blocking also after 2 ms of idleness
 //   launch ring     the same ModelInfer requests through a shared-memory launch ring (OpenRing;
 //                   runtime/ipc/launch_ring.h): no socket; a daemon thread polls the ring; also
 //                   with 2 ms of idleness before each call (the poller asleep: a futex wake-up)
@@ -324,6 +324,15 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
                                           10, std::min(iters, 500), ring_infer(regions), x.infer.get(),
                                           std::chrono::milliseconds(2)));
   rows.push_back(idle);
+  // The same idleness before a plain socket round trip and an empty gRPC call: what a wake-up after
+  // 2 ms costs on this host with no ring poller involved.
+  KJIT_ASSIGN_OR_RETURN(Row sock_idle, Measure("Unix socketpair ping-pong, blocking reads, 2 ms idle before each call",
+                                               10, std::min(iters, 500), [&] { return echo_blocking.RoundTrip(); },
+                                               nullptr, std::chrono::milliseconds(2)));
+  rows.push_back(sock_idle);
+  KJIT_ASSIGN_OR_RETURN(Row live_idle, Measure("ServerLive, Unix socket, 2 ms idle before each call", 10,
+                                               std::min(iters, 500), live, nullptr, std::chrono::milliseconds(2)));
+  rows.push_back(live_idle);
   return rows;
 }
 

@@ -15,16 +15,27 @@ StatusOr<std::unique_ptr<DeviceRuntime>> DeviceRuntime::Create(const driver::Dev
       new DeviceRuntime(info, std::move(ctx), std::move(stream), std::move(readback)));
 }
 
-StatusOr<CUdeviceptr> DeviceRuntime::Grow(std::unique_ptr<driver::DeviceBuffer>* buf, size_t bytes) {
+StatusOr<CUdeviceptr> DeviceRuntime::Grow(StreamBuffer* buf, size_t bytes) {
   if (bytes == 0) bytes = 256;
-  if (*buf && (*buf)->size() >= bytes) return (*buf)->get();
-  // Work queued on the stream may still use the old buffer.
-  KJIT_RETURN_IF_ERROR(stream_.Synchronize());
-  buf->reset();
+  if (buf->ptr != 0 && buf->size >= bytes) return buf->ptr;
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  // Work queued on the stream may still use the old buffer: it is freed in stream order.
+  buf->Release();
   const size_t rounded = (bytes + (1u << 20) - 1) & ~size_t{(1u << 20) - 1};
-  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer b, driver::DeviceBuffer::Alloc(rounded));
-  *buf = std::make_unique<driver::DeviceBuffer>(std::move(b));
-  return (*buf)->get();
+  CUdeviceptr p = 0;
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemAllocAsync(&p, rounded, stream_.get()),
+                                     absl::StrCat("cuMemAllocAsync(", rounded, " bytes)")));
+  buf->ptr = p;
+  buf->size = rounded;
+  buf->stream = stream_.get();
+  return p;
+}
+
+void DeviceRuntime::StreamBuffer::Release() {
+  if (ptr == 0) return;
+  if (auto api = driver::Get(); api.ok()) (void)(*api)->cuMemFreeAsync(ptr, stream);
+  ptr = 0;
+  size = 0;
 }
 
 StatusOr<uint8_t*> DeviceRuntime::GrowPinned(PinnedBuffer* buf, size_t bytes, unsigned register_flags,

@@ -35,7 +35,10 @@ class DeviceRuntime {
   const kernels::LoadedKernels* kernels() const { return kernels_.get(); }
   void SetKernels(std::unique_ptr<kernels::LoadedKernels> k) { kernels_ = std::move(k); }
 
-  // Buffers of at least `bytes` (grown, never shrunk; contents not kept). Hold mu().
+  // Buffers of at least `bytes` (grown, never shrunk; contents not kept), for work queued on
+  // stream() after this call. Growing is stream-ordered (the old buffer is freed after the work
+  // queued before it, the new one allocated on the stream): no host synchronization, so a launch
+  // never waits for asynchronous launches still queued behind a client's event. Hold mu().
   StatusOr<CUdeviceptr> Workspace(size_t bytes) { return Grow(&workspace_, bytes); }
   StatusOr<CUdeviceptr> Staging(size_t bytes) { return Grow(&staging_, bytes); }
 
@@ -97,7 +100,19 @@ class DeviceRuntime {
  private:
   DeviceRuntime(driver::DeviceInfo info, driver::Context ctx, driver::Stream stream, driver::Stream readback)
       : info_(std::move(info)), ctx_(std::move(ctx)), stream_(std::move(stream)), readback_(std::move(readback)) {}
-  StatusOr<CUdeviceptr> Grow(std::unique_ptr<driver::DeviceBuffer>* buf, size_t bytes);
+  // Device memory from the stream-ordered allocator, owned by the stream: freed on it (after the
+  // work queued before) when replaced or destroyed.
+  struct StreamBuffer {
+    CUdeviceptr ptr = 0;
+    size_t size = 0;
+    CUstream stream = nullptr;
+    StreamBuffer() = default;
+    StreamBuffer(const StreamBuffer&) = delete;
+    StreamBuffer& operator=(const StreamBuffer&) = delete;
+    ~StreamBuffer() { Release(); }
+    void Release();
+  };
+  StatusOr<CUdeviceptr> Grow(StreamBuffer* buf, size_t bytes);
   // Page-aligned host memory registered with the driver (cuMemHostRegister); freed on reset.
   struct PinnedBuffer {
     void* data = nullptr;
@@ -117,7 +132,7 @@ class DeviceRuntime {
   driver::Context ctx_;
   driver::Stream stream_, readback_;
   std::unique_ptr<kernels::LoadedKernels> kernels_;
-  std::unique_ptr<driver::DeviceBuffer> workspace_, staging_;
+  StreamBuffer workspace_, staging_;
   // AcquireAsyncStaging's blocks (declared before in_flight_, whose refs hand blocks back into
   // free_staging_ when they are destroyed) and the free ones by size.
   std::vector<std::unique_ptr<PinnedBuffer>> async_staging_;

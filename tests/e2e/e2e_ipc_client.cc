@@ -228,6 +228,39 @@ Status RunAsync(Client* x) {
     std::printf("PASS async: inline inputs staged without waiting (two replies in %.3f ms, client work still running)\n", ms);
   }
   {
+    // The daemon grows its workspace in stream order: a launch planned for a much larger problem
+    // (kjit_max_draft 64, kjit_max_prefix 4M: many splits of 512 rows) replies while an earlier
+    // asynchronous launch still waits behind the client's GPU work, and computes what an in-process
+    // launch with the same plan computes.
+    CaseLayout big = l;
+    big.problem.max_draft = kernels::kMlaMaxDraft;
+    big.problem.max_prefix = int64_t{1} << 22;
+    KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer busy, driver::DeviceBuffer::Alloc(size_t{1} << 30));
+    for (int i = 0; i < 60; ++i) {
+      KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD32Async(busy.get(), i, busy.size() / 4, cs), "busy work"));
+    }
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8Async(a.out->base() + l.o_offset, 0xFF, l.o_bytes, cs), "poison o"));
+    KJIT_RETURN_IF_ERROR(ready.Record(cs));
+    const auto t0 = std::chrono::steady_clock::now();
+    inference::ModelInferResponse first, second;
+    const grpc::Status st1 = Call(x, AsyncRequest(x, base, l), &first);
+    KJIT_E2E_CHECK(st1.ok(), "async ModelInfer behind busy work: " + st1.error_message());
+    const grpc::Status st2 = Call(x, AsyncRequest(x, base, big), &second);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const bool pending = api->cuEventQuery(ready.get()) == CUDA_ERROR_NOT_READY;
+    KJIT_E2E_CHECK(st2.ok(), "async ModelInfer with a large plan behind busy work: " + st2.error_message());
+    KJIT_E2E_CHECK(pending, absl::StrCat("the replies (", ms, " ms) came after the client's work before '-ready' "
+                                         "had finished: growing the workspace waited for the stream"));
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the daemon"));
+    KJIT_RETURN_IF_ERROR(x->stream->Synchronize());
+    std::vector<uint16_t> o(l.o_bytes / 2);
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(o.data(), a.out->base() + l.o_offset, l.o_bytes), "read o"));
+    KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess("mla_verify", *x->loaded, x->info, big, a.in->base(), cs));
+    KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), l.o_bytes) == 0,
+                   "large plan: o differs from the in-process launch with the same plan");
+    std::printf("PASS async: a launch that grows the workspace replies without waiting (two replies in %.3f ms)\n", ms);
+  }
+  {
     // The same asynchronous launch through a launch ring.
     KJIT_ASSIGN_OR_RETURN(std::unique_ptr<LaunchRing> ring, LaunchRing::Open(x, 1u << 20));
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8Async(a.out->base() + l.o_offset, 0xFF, l.o_bytes, cs), "poison o"));
