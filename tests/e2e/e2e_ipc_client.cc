@@ -198,34 +198,64 @@ Status RunAsync(Client* x) {
     std::printf("PASS async: reply in %.3f ms while the client's earlier GPU work was still running\n", ms);
   }
   {
-    // Inputs sent inline are staged from pinned memory: a copy from pageable memory would first
-    // wait for everything queued on the daemon's stream (here an earlier asynchronous launch that
-    // waits for the busy work), so the second reply would come only after that work.
+    // Inputs sent inline are staged in a pinned block of the launch's own. The second launch has a
+    // 64k-slot prefix and 64 draft tokens, so 4.7 MB of kv_indices and bool mask travel inline: the
+    // driver made a copy that large from pageable memory wait for the daemon's stream (measured on
+    // the H200 with driver 580; 512 KB did not wait), where an earlier asynchronous launch waits
+    // for the client's busy work. A synchronous call of the same request first makes the daemon's
+    // device staging large enough, so that this checks the host side alone.
+    reference::CaseSpec ls = spec;
+    ls.seed = 77;
+    ls.prefix_lens = {65536};
+    ls.draft_lens = {64};
+    ls.mask = kernels::MaskKind::kBool;
+    ls.padded_requests = 0;
+    const reference::MlaCase lc = reference::MakeCase(ls);
+    KJIT_ASSIGN_OR_RETURN(CaseLayout ll, UploadCase(lc, a.in.get(), a.out.get()));
+    auto inline_request = [&](bool async) {
+      inference::ModelInferRequest req = AsyncRequest(x, lc, ll);
+      if (!async) {
+        req.mutable_parameters()->erase("kjit_wait_event");
+        req.mutable_parameters()->erase("kjit_signal_event");
+      }
+      for (int i = 3; i < req.inputs_size(); ++i) {  // the index pointers, indices and mask inline
+        req.mutable_inputs(i)->mutable_parameters()->clear();
+        req.add_raw_input_contents(static_cast<const char*>(ll.input_host[i]), ll.inputs[i].byte_size);
+      }
+      return req;
+    };
+    {
+      inference::ModelInferResponse resp;
+      const grpc::Status warm = Call(x, inline_request(false), &resp);
+      KJIT_E2E_CHECK(warm.ok(), "synchronous ModelInfer with large inline inputs: " + warm.error_message());
+    }
     KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer busy, driver::DeviceBuffer::Alloc(size_t{1} << 30));
-    for (int i = 0; i < 60; ++i) {
+    for (int i = 0; i < 150; ++i) {  // about 37 ms
       KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD32Async(busy.get(), i, busy.size() / 4, cs), "busy work"));
     }
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8Async(a.out->base() + l.o_offset, 0xFF, l.o_bytes, cs), "poison o"));
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8Async(a.out->base() + ll.o_offset, 0xFF, ll.o_bytes, cs), "poison o"));
     KJIT_RETURN_IF_ERROR(ready.Record(cs));
     const auto t0 = std::chrono::steady_clock::now();
     inference::ModelInferResponse first, second;
     const grpc::Status st1 = Call(x, AsyncRequest(x, base, l), &first);
     KJIT_E2E_CHECK(st1.ok(), "async ModelInfer behind busy work: " + st1.error_message());
-    inference::ModelInferRequest req = AsyncRequest(x, base, l);
-    for (int i = 3; i < req.inputs_size(); ++i) {  // the index pointers, indices and mask inline
-      req.mutable_inputs(i)->mutable_parameters()->clear();
-      req.add_raw_input_contents(static_cast<const char*>(l.input_host[i]), l.inputs[i].byte_size);
-    }
+    const inference::ModelInferRequest req = inline_request(true);
+    size_t inline_bytes = 0;
+    for (const std::string& raw : req.raw_input_contents()) inline_bytes += raw.size();
     const grpc::Status st2 = Call(x, req, &second);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const bool pending = api->cuEventQuery(ready.get()) == CUDA_ERROR_NOT_READY;
     KJIT_E2E_CHECK(st2.ok(), "async ModelInfer with inline inputs behind busy work: " + st2.error_message());
     KJIT_E2E_CHECK(pending, absl::StrCat("the replies (", ms, " ms) came after the client's work before '-ready' "
-                                         "had finished: staging the inline inputs waited for the stream"));
+                                         "had finished: staging ", inline_bytes, " bytes of inline inputs waited for the stream"));
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the daemon"));
     KJIT_RETURN_IF_ERROR(x->stream->Synchronize());
-    KJIT_RETURN_IF_ERROR(check_o("inline inputs behind busy work"));
-    std::printf("PASS async: inline inputs staged without waiting (two replies in %.3f ms, client work still running)\n", ms);
+    std::vector<uint16_t> o(ll.o_bytes / 2);
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(o.data(), a.out->base() + ll.o_offset, ll.o_bytes), "read o"));
+    KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess("mla_verify", *x->loaded, x->info, ll, a.in->base(), cs));
+    KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), ll.o_bytes) == 0, "inline inputs: o differs from the in-process launch");
+    std::printf("PASS async: %zu bytes of inline inputs staged without waiting (two replies in %.3f ms, client work "
+                "still running)\n", inline_bytes, ms);
   }
   {
     // The daemon grows its workspace in stream order: a launch planned for a much larger problem
