@@ -1,4 +1,4 @@
-// launch_bench [--out FILE.md] [--kjitd PATH] [--iters N] [--device N] [--ring-spin-us N]
+// launch_bench [--out FILE.md] [--kjitd PATH] [--iters N] [--device N] [--ring-spin-us N] [--async-settle N]
 // Launch overhead of the ways to run a kernel, for a tiny mla_verify problem (B = 1, D = 1, H = 8,
 // P = 64: the kernel itself takes a few microseconds):
 //   in-process      plan once; per call: cuLaunchKernel(s) + cuStreamSynchronize
@@ -194,7 +194,7 @@ class SocketEcho {
 };
 
 StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, const std::string& ring_spin_us,
-                               std::string* gpu) {
+                               int async_settle, std::string* gpu) {
   SocketEcho echo_blocking(false), echo_spinning(true);  // before any thread starts
   if (!echo_blocking.ok() || !echo_spinning.ok()) return absl::InternalError("socketpair / fork for the socket floor");
   const int port = FreeTcpPort();
@@ -291,8 +291,9 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
   }
   // Asynchronous launches (kjit_wait_event / kjit_signal_event, index pointers checked by the
   // kernels): the time to the reply, which comes once the launch is queued. Before each call, not
-  // timed: "-ready" is recorded on the client's stream, and every 32nd call the client first waits
-  // for the launches queued so far (a pipelined caller, with a bound on the launches in flight).
+  // timed: "-ready" is recorded on the client's stream, and every `async_settle`-th call (32 by
+  // default) the client first waits for the launches queued so far (a pipelined caller, with a
+  // bound on the launches in flight).
   KJIT_ASSIGN_OR_RETURN(driver::Event ready, driver::Event::Create(CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
   KJIT_ASSIGN_OR_RETURN(driver::Event done, driver::Event::Create(CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
   KJIT_RETURN_IF_ERROR(RegisterEvent(&x, "bench-ready", ready.get()));
@@ -304,7 +305,7 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
   const CUstream cs = x.stream->get();
   int calls = 0;
   auto settle = [&]() -> Status {
-    if (++calls % 32 == 0) {
+    if (++calls % async_settle == 0) {
       KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the launches"));
       KJIT_RETURN_IF_ERROR(x.stream->Synchronize());
     }
@@ -341,7 +342,7 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
 
 int main(int argc, char** argv) {
   std::string out, kjitd = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kjitd";
-  int iters = 5000, device = 0;
+  int iters = 5000, device = 0, async_settle = 32;
   std::string ring_spin_us;  // "" = kjitd's default
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string f = argv[i];
@@ -350,15 +351,16 @@ int main(int argc, char** argv) {
     else if (f == "--iters") iters = std::max(10, std::atoi(argv[i + 1]));
     else if (f == "--device") device = std::atoi(argv[i + 1]);
     else if (f == "--ring-spin-us") ring_spin_us = argv[i + 1];
+    else if (f == "--async-settle") async_settle = std::max(1, std::atoi(argv[i + 1]));
     else {
       std::fprintf(stderr,
                    "usage: launch_bench [--out FILE.md] [--kjitd PATH] [--iters N] [--device N] "
-                   "[--ring-spin-us N (passed to kjitd)]\n");
+                   "[--ring-spin-us N (passed to kjitd)] [--async-settle N (async rows: wait every Nth call)]\n");
       return 2;
     }
   }
   std::string gpu;
-  auto rows = kjit::e2e::Run(kjitd, iters, device, ring_spin_us, &gpu);
+  auto rows = kjit::e2e::Run(kjitd, iters, device, ring_spin_us, async_settle, &gpu);
   if (!rows.ok()) {
     std::fprintf(stderr, "launch_bench: %s\n", rows.status().ToString().c_str());
     return 1;
@@ -384,7 +386,7 @@ int main(int argc, char** argv) {
         "pointer read-back and check, staging, launch, error word and outputs back, one stream sync, "
         "reply); with kjit_max_draft the index pointers are checked by the kernels instead (no "
         "read-back). Async rows: the reply of a launch ordered by IPC events, which comes once it is "
-        "queued (untimed before each call: the client records the wait event, and every 32nd call "
+        "queued (untimed before each call: the client records the wait event, and every --async-settle-th call (32) "
         "waits for the launches queued so far). In daemon: ModelInfer handler entry to return (ModelStatistics success ns / count over the "
         "measured calls); launch to sync: its part from the kernel launch to the stream synchronization. "
         "Round trip - in daemon = transport (gRPC or the ring, both processes). Launch ring rows: the "
