@@ -58,7 +58,7 @@ class DeviceRuntime {
   StatusOr<uint8_t*> PinnedStaging(size_t bytes) { return GrowPinned(&pinned_staging_, bytes); }
 
   // Page-locked host staging for one asynchronous launch's inputs, whose copies run after the call
-  // returns (a copy from pageable memory would first wait for everything queued on the stream:
+  // returns (a large copy from pageable memory may first wait for everything queued on the stream:
   // earlier asynchronous launches and the client work they wait for). Blocks of power-of-two sizes
   // from 4 KiB, reused: the returned pointer's deleter hands its block back, so keep it in the
   // launch's HoldUntilDone refs. RESOURCE_EXHAUSTED past kMaxAsyncStagingBytes in use. Hold mu(),
@@ -66,7 +66,6 @@ class DeviceRuntime {
   // synchronizes the stream).
   static constexpr size_t kMaxAsyncStagingBytes = size_t{256} << 20;
   StatusOr<std::shared_ptr<uint8_t>> AcquireAsyncStaging(size_t bytes);
-  size_t async_staging_bytes() const { return async_staging_bytes_; }  // allocated, in use or free
 
   size_t in_flight() const { return in_flight_.size(); }  // held launches not yet reaped
 
