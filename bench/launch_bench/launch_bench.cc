@@ -136,7 +136,7 @@ class SocketEcho {
   static constexpr size_t kBytes = 64;
   explicit SocketEcho(bool spin) : spin_(spin) {
     int fds[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
       close(fds[0]);
@@ -150,7 +150,10 @@ class SocketEcho {
     if (fd_ < 0) close(fds[0]);
   }
   ~SocketEcho() {
-    if (fd_ >= 0) close(fd_);
+    if (fd_ >= 0) {
+      shutdown(fd_, SHUT_RDWR);  // end of file for the echo, even where another fork holds this end
+      close(fd_);
+    }
     if (pid_ > 0) waitpid(pid_, nullptr, 0);
   }
   bool ok() const { return fd_ >= 0; }
@@ -165,7 +168,7 @@ class SocketEcho {
   bool Exchange(int fd, char* buf, bool write_first) const {
     if (write_first && !WriteAll(fd, buf)) return false;
     size_t got = 0;
-    long empty = 0;  // a spinning reader blocks after about a millisecond without data (other rows run)
+    long empty = 0;  // a spinning reader blocks after 65,536 empty reads, tens of milliseconds (other rows run)
     while (got < kBytes) {
       const bool spin = spin_ && empty < (1 << 16);
       const ssize_t n = recv(fd, buf + got, kBytes - got, spin ? MSG_DONTWAIT : 0);
@@ -182,7 +185,7 @@ class SocketEcho {
   static bool WriteAll(int fd, const char* buf) {
     size_t put = 0;
     while (put < kBytes) {
-      const ssize_t n = write(fd, buf + put, kBytes - put);
+      const ssize_t n = send(fd, buf + put, kBytes - put, MSG_NOSIGNAL);
       if (n <= 0 && errno != EINTR) return false;
       if (n > 0) put += static_cast<size_t>(n);
     }

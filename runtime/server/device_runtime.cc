@@ -19,12 +19,16 @@ StatusOr<CUdeviceptr> DeviceRuntime::Grow(StreamBuffer* buf, size_t bytes) {
   if (bytes == 0) bytes = 256;
   if (buf->ptr != 0 && buf->size >= bytes) return buf->ptr;
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
-  // Work queued on the stream may still use the old buffer: it is freed in stream order.
+  // Work queued on the stream may still use the old buffer: it is freed in stream order (or, from
+  // a device without memory pools, after the stream has drained).
+  if (buf->ptr != 0 && !buf->stream_ordered) KJIT_RETURN_IF_ERROR(stream_.Synchronize());
   buf->Release();
   const size_t rounded = (bytes + (1u << 20) - 1) & ~size_t{(1u << 20) - 1};
   CUdeviceptr p = 0;
-  KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemAllocAsync(&p, rounded, stream_.get()),
-                                     absl::StrCat("cuMemAllocAsync(", rounded, " bytes)")));
+  CUresult r = api->cuMemAllocAsync(&p, rounded, stream_.get());
+  buf->stream_ordered = r != CUDA_ERROR_NOT_SUPPORTED;
+  if (!buf->stream_ordered) r = api->cuMemAlloc(&p, rounded);
+  KJIT_RETURN_IF_ERROR(driver::Check(r, absl::StrCat("allocating ", rounded, " bytes of device memory")));
   buf->ptr = p;
   buf->size = rounded;
   buf->stream = stream_.get();
@@ -33,7 +37,9 @@ StatusOr<CUdeviceptr> DeviceRuntime::Grow(StreamBuffer* buf, size_t bytes) {
 
 void DeviceRuntime::StreamBuffer::Release() {
   if (ptr == 0) return;
-  if (auto api = driver::Get(); api.ok()) (void)(*api)->cuMemFreeAsync(ptr, stream);
+  if (auto api = driver::Get(); api.ok()) {
+    (void)(stream_ordered ? (*api)->cuMemFreeAsync(ptr, stream) : (*api)->cuMemFree(ptr));
+  }
   ptr = 0;
   size = 0;
 }
@@ -108,31 +114,46 @@ StatusOr<DeviceRuntime::MappedWord> DeviceRuntime::AcquireErrorWord() {
 }
 
 StatusOr<std::shared_ptr<uint8_t>> DeviceRuntime::AcquireAsyncStaging(size_t bytes) {
+  if (bytes > kMaxAsyncStagingBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "an asynchronous launch's inline and system-memory inputs take ", bytes, " bytes; at most ",
+        kMaxAsyncStagingBytes, " can be staged: pass large inputs in CUDA regions"));
+  }
   size_t size = 4096;
   while (size < bytes) size <<= 1;
-  uint8_t* block = nullptr;
-  if (auto it = free_staging_.find(size); it != free_staging_.end()) {
-    block = it->second;
+  // The smallest free block that is large enough.
+  if (auto it = free_staging_.lower_bound(size); it != free_staging_.end()) {
+    const size_t block_size = it->first;
+    uint8_t* block = it->second;
     free_staging_.erase(it);
-  } else {
-    if (async_staging_in_use_ + size > kMaxAsyncStagingBytes) {
+    async_staging_in_use_ += block_size;
+    return std::shared_ptr<uint8_t>(block, [this, block_size](uint8_t* b) {
+      async_staging_in_use_ -= block_size;
+      free_staging_.emplace(block_size, b);
+    });
+  }
+  if (async_staging_bytes_ + size > kMaxAsyncStagingBytes) {
+    // Unregistering page-locked memory waits for the whole GPU to go idle, so free blocks go only
+    // while no asynchronous launch is queued (the stream is then idle: synchronous launches leave it
+    // synchronized).
+    if (!in_flight_.empty()) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "asynchronous launches in flight on GPU ", info_.ordinal, " hold ", async_staging_in_use_,
-          " bytes of staged inputs; ", bytes, " more would pass the ", kMaxAsyncStagingBytes,
-          "-byte limit: wait for some of them (their kjit_signal_event), or pass large inputs in CUDA regions"));
+          "asynchronous launches in flight on GPU ", info_.ordinal, " hold ", async_staging_in_use_, " of the ",
+          kMaxAsyncStagingBytes, " bytes of page-locked staging (each launch's inputs rounded up to a power of "
+          "two), and ", size, " more do not fit: wait for them (their kjit_signal_event), or pass large inputs "
+          "in CUDA regions"));
     }
-    // Free blocks of other sizes go first when the pool would pass the limit.
     while (!free_staging_.empty() && async_staging_bytes_ + size > kMaxAsyncStagingBytes) {
       auto it = free_staging_.begin();
       std::erase_if(async_staging_, [&](const auto& b) { return b->data == it->second; });
       async_staging_bytes_ -= it->first;
       free_staging_.erase(it);
     }
-    auto buf = std::make_unique<PinnedBuffer>();
-    KJIT_ASSIGN_OR_RETURN(block, GrowPinned(buf.get(), size, 0, 4096));
-    async_staging_bytes_ += buf->size;
-    async_staging_.push_back(std::move(buf));
   }
+  auto buf = std::make_unique<PinnedBuffer>();
+  KJIT_ASSIGN_OR_RETURN(uint8_t* block, GrowPinned(buf.get(), size, 0, 4096));
+  async_staging_bytes_ += buf->size;
+  async_staging_.push_back(std::move(buf));
   async_staging_in_use_ += size;
   return std::shared_ptr<uint8_t>(block, [this, size](uint8_t* b) {
     async_staging_in_use_ -= size;

@@ -60,10 +60,12 @@ class DeviceRuntime {
   // Page-locked host staging for one asynchronous launch's inputs, whose copies run after the call
   // returns (a large copy from pageable memory may first wait for everything queued on the stream:
   // earlier asynchronous launches and the client work they wait for). Blocks of power-of-two sizes
-  // from 4 KiB, reused: the returned pointer's deleter hands its block back, so keep it in the
-  // launch's HoldUntilDone refs. RESOURCE_EXHAUSTED past kMaxAsyncStagingBytes in use. Hold mu(),
-  // also where the last reference is dropped (Reap, or the launch's error path, which first
-  // synchronizes the stream).
+  // from 4 KiB, reused (the smallest free one that fits): the returned pointer's deleter hands its
+  // block back, so keep it in the launch's HoldUntilDone refs. At most kMaxAsyncStagingBytes are
+  // registered; past that, free blocks are released only while no asynchronous launch is in flight
+  // (unregistering waits for the GPU to go idle), else RESOURCE_EXHAUSTED. Hold mu(), also where the
+  // last reference is dropped (Reap, or the launch's error path, which synchronizes the stream
+  // before it releases mu()).
   static constexpr size_t kMaxAsyncStagingBytes = size_t{256} << 20;
   StatusOr<std::shared_ptr<uint8_t>> AcquireAsyncStaging(size_t bytes);
 
@@ -100,11 +102,13 @@ class DeviceRuntime {
   DeviceRuntime(driver::DeviceInfo info, driver::Context ctx, driver::Stream stream, driver::Stream readback)
       : info_(std::move(info)), ctx_(std::move(ctx)), stream_(std::move(stream)), readback_(std::move(readback)) {}
   // Device memory from the stream-ordered allocator, owned by the stream: freed on it (after the
-  // work queued before) when replaced or destroyed.
+  // work queued before) when replaced or destroyed. On a device without memory pools, plain device
+  // memory (stream_ordered false), freed after the stream has drained.
   struct StreamBuffer {
     CUdeviceptr ptr = 0;
     size_t size = 0;
     CUstream stream = nullptr;
+    bool stream_ordered = true;
     StreamBuffer() = default;
     StreamBuffer(const StreamBuffer&) = delete;
     StreamBuffer& operator=(const StreamBuffer&) = delete;

@@ -169,6 +169,9 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     }
   } release_word{dev, async_mapped.host};
   const CUstream stream = dev->stream();
+  // An asynchronous launch's own pinned staging (below). Declared before `drain`, so that on an
+  // error return it goes back to the pool only after the stream has been synchronized.
+  std::shared_ptr<uint8_t> async_pinned;
   // Once a copy is queued, an error return first waits for the queued work: the regions that `p`
   // holds (released when the caller drops it) and the pinned staging must outlive every use of them
   // on the GPU. A synchronous launch leaves the stream synchronized: the pinned staging is free
@@ -247,7 +250,6 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   // launch returns before its copy runs, so its inputs get a pinned block of their own, held until
   // the launch is reaped (its outputs are all in CUDA regions).
   uint8_t* pinned = nullptr;
-  std::shared_ptr<uint8_t> async_pinned;
   if (signal_ev && in_total > 0) {
     KJIT_ASSIGN_OR_RETURN(async_pinned, dev->AcquireAsyncStaging(in_total));
     pinned = async_pinned.get();

@@ -16,8 +16,11 @@
 //             (kjit-device-uuid): INVALID_ARGUMENT.
 // --prefix names this client's regions and events (default "e2e"), so clients can run at once.
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -27,6 +30,65 @@ namespace kjit::e2e {
 namespace {
 
 constexpr size_t kInBytes = 256u << 20, kOutBytes = 64u << 20;
+
+// Holds a stream: it waits (cuStreamWaitValue32) on a page-locked flag until Release(), or until a
+// watchdog releases it after `limit`, so that a daemon that waits for this stream delays its reply
+// past the limit instead of deadlocking the test.
+class StreamHold {
+ public:
+  static StatusOr<std::unique_ptr<StreamHold>> Start(CUstream stream, std::chrono::milliseconds limit) {
+    KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+    std::unique_ptr<StreamHold> h(new StreamHold(stream));
+    h->flag_ = static_cast<uint32_t*>(std::aligned_alloc(4096, 4096));
+    if (h->flag_ == nullptr) return absl::ResourceExhaustedError("no memory for the stream hold's flag");
+    *h->flag_ = 0;
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemHostRegister(h->flag_, 4096, CU_MEMHOSTREGISTER_DEVICEMAP),
+                                       "cuMemHostRegister(flag)"));
+    h->registered_ = true;
+    CUdeviceptr dev = 0;
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemHostGetDevicePointer(&dev, h->flag_, 0), "flag device pointer"));
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitValue32(stream, dev, 1, CU_STREAM_WAIT_VALUE_GEQ),
+                                       "cuStreamWaitValue32(flag)"));
+    StreamHold* raw = h.get();
+    h->watchdog_ = std::thread([raw, limit] {
+      std::unique_lock<std::mutex> lock(raw->mu_);
+      raw->cv_.wait_for(lock, limit, [raw] { return raw->released_; });
+      raw->Open();
+    });
+    return h;
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+    if (watchdog_.joinable()) watchdog_.join();
+  }
+  ~StreamHold() {
+    Release();
+    auto api = driver::Get();
+    if (registered_ && api.ok()) {
+      (void)(*api)->cuStreamSynchronize(stream_);  // the wait has passed: the flag can go
+      (void)(*api)->cuMemHostUnregister(flag_);
+    }
+    std::free(flag_);
+  }
+
+ private:
+  explicit StreamHold(CUstream stream) : stream_(stream) {}
+  void Open() {
+    __atomic_store_n(flag_, 1u, __ATOMIC_RELEASE);
+  }
+  CUstream stream_;
+  uint32_t* flag_ = nullptr;
+  bool registered_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  std::thread watchdog_;
+};
+constexpr std::chrono::milliseconds kHoldLimit(3000);
 
 Status RunSync(Client* x) {
   KJIT_RETURN_IF_ERROR(OpenSession(x, "e2e_ipc_client sync"));
@@ -177,32 +239,32 @@ Status RunAsync(Client* x) {
     return absl::OkStatus();
   };
   {
-    // No host synchronization: the reply comes while the client's stream is still busy with work
-    // queued before "-ready" (about 60 GB of memsets), so the daemon waited for none of it.
-    KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer busy, driver::DeviceBuffer::Alloc(size_t{1} << 30));
-    for (int i = 0; i < 60; ++i) {
-      KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD32Async(busy.get(), i, busy.size() / 4, cs), "busy work"));
-    }
+    // No host synchronization: the reply comes while the client's stream is held before "-ready"
+    // (a stream wait on a host flag, released after the reply or by a watchdog after 3 s), so the
+    // daemon waited for none of the client's work.
+    KJIT_ASSIGN_OR_RETURN(std::unique_ptr<StreamHold> hold, StreamHold::Start(cs, kHoldLimit));
     KJIT_RETURN_IF_ERROR(ready.Record(cs));
     const auto t0 = std::chrono::steady_clock::now();
     inference::ModelInferResponse resp;
     const grpc::Status st = Call(x, AsyncRequest(x, base, l), &resp);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const bool pending = api->cuEventQuery(ready.get()) == CUDA_ERROR_NOT_READY;
-    KJIT_E2E_CHECK(st.ok(), "async ModelInfer behind busy work: " + st.error_message());
-    KJIT_E2E_CHECK(pending, absl::StrCat("the reply (", ms, " ms) came after the client's work before '-ready' "
-                                         "had finished: the daemon synchronized on it"));
+    hold->Release();
+    KJIT_E2E_CHECK(st.ok(), "async ModelInfer behind held client work: " + st.error_message());
+    KJIT_E2E_CHECK(pending && ms < kHoldLimit.count(),
+                   absl::StrCat("the reply (", ms, " ms) came after the client's work before '-ready' "
+                                "had been released: the daemon synchronized on it"));
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the daemon"));
     KJIT_RETURN_IF_ERROR(x->stream->Synchronize());
-    KJIT_RETURN_IF_ERROR(check_o("behind busy work"));
-    std::printf("PASS async: reply in %.3f ms while the client's earlier GPU work was still running\n", ms);
+    KJIT_RETURN_IF_ERROR(check_o("behind held client work"));
+    std::printf("PASS async: reply in %.3f ms while the client's earlier GPU work was still held\n", ms);
   }
   {
     // Inputs sent inline are staged in a pinned block of the launch's own. The second launch has a
     // 64k-slot prefix and 64 draft tokens, so 4.7 MB of kv_indices and bool mask travel inline: the
     // driver made a copy that large from pageable memory wait for the daemon's stream (measured on
     // the H200 with driver 580; 512 KB did not wait), where an earlier asynchronous launch waits
-    // for the client's busy work. A synchronous call of the same request first makes the daemon's
+    // for the client's held work. A synchronous call of the same request first makes the daemon's
     // device staging large enough, so that this checks the host side alone.
     reference::CaseSpec ls = spec;
     ls.seed = 77;
@@ -229,25 +291,24 @@ Status RunAsync(Client* x) {
       const grpc::Status warm = Call(x, inline_request(false), &resp);
       KJIT_E2E_CHECK(warm.ok(), "synchronous ModelInfer with large inline inputs: " + warm.error_message());
     }
-    KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer busy, driver::DeviceBuffer::Alloc(size_t{1} << 30));
-    for (int i = 0; i < 150; ++i) {  // about 37 ms
-      KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD32Async(busy.get(), i, busy.size() / 4, cs), "busy work"));
-    }
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8Async(a.out->base() + ll.o_offset, 0xFF, ll.o_bytes, cs), "poison o"));
+    KJIT_ASSIGN_OR_RETURN(std::unique_ptr<StreamHold> hold, StreamHold::Start(cs, kHoldLimit));
     KJIT_RETURN_IF_ERROR(ready.Record(cs));
     const auto t0 = std::chrono::steady_clock::now();
     inference::ModelInferResponse first, second;
     const grpc::Status st1 = Call(x, AsyncRequest(x, base, l), &first);
-    KJIT_E2E_CHECK(st1.ok(), "async ModelInfer behind busy work: " + st1.error_message());
+    KJIT_E2E_CHECK(st1.ok(), "async ModelInfer behind held client work: " + st1.error_message());
     const inference::ModelInferRequest req = inline_request(true);
     size_t inline_bytes = 0;
     for (const std::string& raw : req.raw_input_contents()) inline_bytes += raw.size();
     const grpc::Status st2 = Call(x, req, &second);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const bool pending = api->cuEventQuery(ready.get()) == CUDA_ERROR_NOT_READY;
-    KJIT_E2E_CHECK(st2.ok(), "async ModelInfer with inline inputs behind busy work: " + st2.error_message());
-    KJIT_E2E_CHECK(pending, absl::StrCat("the replies (", ms, " ms) came after the client's work before '-ready' "
-                                         "had finished: staging ", inline_bytes, " bytes of inline inputs waited for the stream"));
+    hold->Release();
+    KJIT_E2E_CHECK(st2.ok(), "async ModelInfer with inline inputs behind held client work: " + st2.error_message());
+    KJIT_E2E_CHECK(pending && ms < kHoldLimit.count(),
+                   absl::StrCat("the replies (", ms, " ms) came after the client's work before '-ready' had been "
+                                "released: staging ", inline_bytes, " bytes of inline inputs waited for the stream"));
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the daemon"));
     KJIT_RETURN_IF_ERROR(x->stream->Synchronize());
     std::vector<uint16_t> o(ll.o_bytes / 2);
@@ -260,27 +321,27 @@ Status RunAsync(Client* x) {
   {
     // The daemon grows its workspace in stream order: a launch planned for a much larger problem
     // (kjit_max_draft 64, kjit_max_prefix 4M: many splits of 512 rows) replies while an earlier
-    // asynchronous launch still waits behind the client's GPU work, and computes what an in-process
-    // launch with the same plan computes.
+    // asynchronous launch still waits behind the client's held work, and computes what an in-process
+    // launch with the same plan computes. (In the suite's daemon this is the largest workspace so
+    // far, 36 MB against at most 17 MB for every earlier request, so it grows here.)
     CaseLayout big = l;
     big.problem.max_draft = kernels::kMlaMaxDraft;
     big.problem.max_prefix = int64_t{1} << 22;
-    KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer busy, driver::DeviceBuffer::Alloc(size_t{1} << 30));
-    for (int i = 0; i < 60; ++i) {
-      KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD32Async(busy.get(), i, busy.size() / 4, cs), "busy work"));
-    }
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8Async(a.out->base() + l.o_offset, 0xFF, l.o_bytes, cs), "poison o"));
+    KJIT_ASSIGN_OR_RETURN(std::unique_ptr<StreamHold> hold, StreamHold::Start(cs, kHoldLimit));
     KJIT_RETURN_IF_ERROR(ready.Record(cs));
     const auto t0 = std::chrono::steady_clock::now();
     inference::ModelInferResponse first, second;
     const grpc::Status st1 = Call(x, AsyncRequest(x, base, l), &first);
-    KJIT_E2E_CHECK(st1.ok(), "async ModelInfer behind busy work: " + st1.error_message());
+    KJIT_E2E_CHECK(st1.ok(), "async ModelInfer behind held client work: " + st1.error_message());
     const grpc::Status st2 = Call(x, AsyncRequest(x, base, big), &second);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const bool pending = api->cuEventQuery(ready.get()) == CUDA_ERROR_NOT_READY;
-    KJIT_E2E_CHECK(st2.ok(), "async ModelInfer with a large plan behind busy work: " + st2.error_message());
-    KJIT_E2E_CHECK(pending, absl::StrCat("the replies (", ms, " ms) came after the client's work before '-ready' "
-                                         "had finished: growing the workspace waited for the stream"));
+    hold->Release();
+    KJIT_E2E_CHECK(st2.ok(), "async ModelInfer with a large plan behind held client work: " + st2.error_message());
+    KJIT_E2E_CHECK(pending && ms < kHoldLimit.count(),
+                   absl::StrCat("the replies (", ms, " ms) came after the client's work before '-ready' had been "
+                                "released: growing the workspace waited for the stream"));
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the daemon"));
     KJIT_RETURN_IF_ERROR(x->stream->Synchronize());
     std::vector<uint16_t> o(l.o_bytes / 2);
