@@ -316,7 +316,7 @@ Status RunAsync(Client* x) {
     KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess("mla_verify", *x->loaded, x->info, ll, a.in->base(), cs));
     KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), ll.o_bytes) == 0, "inline inputs: o differs from the in-process launch");
     std::printf("PASS async: %zu bytes of inline inputs staged without waiting (two replies in %.3f ms, client work "
-                "still running)\n", inline_bytes, ms);
+                "still held)\n", inline_bytes, ms);
   }
   {
     // The daemon grows its workspace in stream order: a launch planned for a much larger problem
