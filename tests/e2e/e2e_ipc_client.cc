@@ -238,34 +238,50 @@ Status RunAsync(Client* x) {
     KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), l.o_bytes) == 0, what + ": o differs from the in-process launch");
     return absl::OkStatus();
   };
-  {
-    // No host synchronization: the reply comes while the client's stream is held before "-ready"
-    // (a stream wait on a host flag, released after the reply or by a watchdog after 3 s), so the
-    // daemon waited for none of the client's work.
+  // Sends `requests` (asynchronous ones included) in order while the client's stream is held
+  // before "-ready" (a stream wait on a host flag, released after the replies or by a watchdog
+  // after 3 s), so every reply must come while "-ready" is still pending: the daemon waited for
+  // none of the client's work. o, where `layout` puts it, must then equal an in-process launch of
+  // `layout`'s plan. Returns the time the replies took, in ms.
+  auto held = [&](const std::vector<inference::ModelInferRequest>& requests, const CaseLayout& layout,
+                  const std::string& what) -> StatusOr<double> {
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8Async(a.out->base() + layout.o_offset, 0xFF, layout.o_bytes, cs),
+                                       "poison o"));
     KJIT_ASSIGN_OR_RETURN(std::unique_ptr<StreamHold> hold, StreamHold::Start(cs, kHoldLimit));
     KJIT_RETURN_IF_ERROR(ready.Record(cs));
     const auto t0 = std::chrono::steady_clock::now();
-    inference::ModelInferResponse resp;
-    const grpc::Status st = Call(x, AsyncRequest(x, base, l), &resp);
+    grpc::Status st;
+    for (const auto& req : requests) {
+      inference::ModelInferResponse resp;
+      if (st = Call(x, req, &resp); !st.ok()) break;
+    }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const bool pending = api->cuEventQuery(ready.get()) == CUDA_ERROR_NOT_READY;
     hold->Release();
-    KJIT_E2E_CHECK(st.ok(), "async ModelInfer behind held client work: " + st.error_message());
+    KJIT_E2E_CHECK(st.ok(), what + ": ModelInfer behind held client work: " + st.error_message());
     KJIT_E2E_CHECK(pending && ms < kHoldLimit.count(),
-                   absl::StrCat("the reply (", ms, " ms) came after the client's work before '-ready' "
-                                "had been released: the daemon synchronized on it"));
+                   absl::StrCat(what, ": the replies (", ms, " ms) came after the client's work before '-ready' "
+                                "had been released: the daemon waited for it"));
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the daemon"));
     KJIT_RETURN_IF_ERROR(x->stream->Synchronize());
-    KJIT_RETURN_IF_ERROR(check_o("behind held client work"));
+    std::vector<uint16_t> o(layout.o_bytes / 2);
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(o.data(), a.out->base() + layout.o_offset, layout.o_bytes),
+                                       "read o"));
+    KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess("mla_verify", *x->loaded, x->info, layout, a.in->base(), cs));
+    KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), layout.o_bytes) == 0, what + ": o differs from the in-process launch");
+    return ms;
+  };
+  {
+    KJIT_ASSIGN_OR_RETURN(const double ms, held({AsyncRequest(x, base, l)}, l, "one launch"));
     std::printf("PASS async: reply in %.3f ms while the client's earlier GPU work was still held\n", ms);
   }
   {
     // Inputs sent inline are staged in a pinned block of the launch's own. The second launch has a
     // 64k-slot prefix and 64 draft tokens, so 4.7 MB of kv_indices and bool mask travel inline: the
     // driver made a copy that large from pageable memory wait for the daemon's stream (measured on
-    // the H200 with driver 580; 512 KB did not wait), where an earlier asynchronous launch waits
-    // for the client's held work. A synchronous call of the same request first makes the daemon's
-    // device staging large enough, so that this checks the host side alone.
+    // the H200 with driver 580; 512 KB did not wait), where the first launch waits for the client's
+    // held work. A synchronous call of the same request first makes the daemon's device staging
+    // large enough, so that this checks the host side alone.
     reference::CaseSpec ls = spec;
     ls.seed = 77;
     ls.prefix_lens = {65536};
@@ -291,64 +307,25 @@ Status RunAsync(Client* x) {
       const grpc::Status warm = Call(x, inline_request(false), &resp);
       KJIT_E2E_CHECK(warm.ok(), "synchronous ModelInfer with large inline inputs: " + warm.error_message());
     }
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8Async(a.out->base() + ll.o_offset, 0xFF, ll.o_bytes, cs), "poison o"));
-    KJIT_ASSIGN_OR_RETURN(std::unique_ptr<StreamHold> hold, StreamHold::Start(cs, kHoldLimit));
-    KJIT_RETURN_IF_ERROR(ready.Record(cs));
-    const auto t0 = std::chrono::steady_clock::now();
-    inference::ModelInferResponse first, second;
-    const grpc::Status st1 = Call(x, AsyncRequest(x, base, l), &first);
-    KJIT_E2E_CHECK(st1.ok(), "async ModelInfer behind held client work: " + st1.error_message());
     const inference::ModelInferRequest req = inline_request(true);
     size_t inline_bytes = 0;
     for (const std::string& raw : req.raw_input_contents()) inline_bytes += raw.size();
-    const grpc::Status st2 = Call(x, req, &second);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const bool pending = api->cuEventQuery(ready.get()) == CUDA_ERROR_NOT_READY;
-    hold->Release();
-    KJIT_E2E_CHECK(st2.ok(), "async ModelInfer with inline inputs behind held client work: " + st2.error_message());
-    KJIT_E2E_CHECK(pending && ms < kHoldLimit.count(),
-                   absl::StrCat("the replies (", ms, " ms) came after the client's work before '-ready' had been "
-                                "released: staging ", inline_bytes, " bytes of inline inputs waited for the stream"));
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the daemon"));
-    KJIT_RETURN_IF_ERROR(x->stream->Synchronize());
-    std::vector<uint16_t> o(ll.o_bytes / 2);
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(o.data(), a.out->base() + ll.o_offset, ll.o_bytes), "read o"));
-    KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess("mla_verify", *x->loaded, x->info, ll, a.in->base(), cs));
-    KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), ll.o_bytes) == 0, "inline inputs: o differs from the in-process launch");
+    KJIT_ASSIGN_OR_RETURN(const double ms, held({AsyncRequest(x, base, l), req}, ll,
+                                                absl::StrCat(inline_bytes, " bytes of inline inputs")));
     std::printf("PASS async: %zu bytes of inline inputs staged without waiting (two replies in %.3f ms, client work "
                 "still held)\n", inline_bytes, ms);
   }
   {
     // The daemon grows its workspace in stream order: a launch planned for a much larger problem
-    // (kjit_max_draft 64, kjit_max_prefix 4M: many splits of 512 rows) replies while an earlier
-    // asynchronous launch still waits behind the client's held work, and computes what an in-process
-    // launch with the same plan computes. (In the suite's daemon this is the largest workspace so
-    // far, 36 MB against at most 17 MB for every earlier request, so it grows here.)
+    // (kjit_max_draft 64, kjit_max_prefix 4M: many splits of 512 rows) replies while the first
+    // launch still waits behind the client's held work, and computes what an in-process launch with
+    // the same plan computes. (In the suite's daemon this is the largest workspace so far, 36 MB
+    // against at most 17 MB for every earlier request, so it grows here.)
     CaseLayout big = l;
     big.problem.max_draft = kernels::kMlaMaxDraft;
     big.problem.max_prefix = int64_t{1} << 22;
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemsetD8Async(a.out->base() + l.o_offset, 0xFF, l.o_bytes, cs), "poison o"));
-    KJIT_ASSIGN_OR_RETURN(std::unique_ptr<StreamHold> hold, StreamHold::Start(cs, kHoldLimit));
-    KJIT_RETURN_IF_ERROR(ready.Record(cs));
-    const auto t0 = std::chrono::steady_clock::now();
-    inference::ModelInferResponse first, second;
-    const grpc::Status st1 = Call(x, AsyncRequest(x, base, l), &first);
-    KJIT_E2E_CHECK(st1.ok(), "async ModelInfer behind held client work: " + st1.error_message());
-    const grpc::Status st2 = Call(x, AsyncRequest(x, base, big), &second);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const bool pending = api->cuEventQuery(ready.get()) == CUDA_ERROR_NOT_READY;
-    hold->Release();
-    KJIT_E2E_CHECK(st2.ok(), "async ModelInfer with a large plan behind held client work: " + st2.error_message());
-    KJIT_E2E_CHECK(pending && ms < kHoldLimit.count(),
-                   absl::StrCat("the replies (", ms, " ms) came after the client's work before '-ready' had been "
-                                "released: growing the workspace waited for the stream"));
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the daemon"));
-    KJIT_RETURN_IF_ERROR(x->stream->Synchronize());
-    std::vector<uint16_t> o(l.o_bytes / 2);
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(o.data(), a.out->base() + l.o_offset, l.o_bytes), "read o"));
-    KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess("mla_verify", *x->loaded, x->info, big, a.in->base(), cs));
-    KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), l.o_bytes) == 0,
-                   "large plan: o differs from the in-process launch with the same plan");
+    KJIT_ASSIGN_OR_RETURN(const double ms, held({AsyncRequest(x, base, l), AsyncRequest(x, base, big)}, big,
+                                                "a launch that grows the workspace"));
     std::printf("PASS async: a launch that grows the workspace replies without waiting (two replies in %.3f ms)\n", ms);
   }
   {
