@@ -9,8 +9,8 @@
 //                   over the Unix socket and over TCP (127.0.0.1), tensors in CUDA IPC regions;
 //                   and over the Unix socket with the small tensors inline (staged by the daemon);
 //                   and with kjit_max_draft / kjit_max_prefix (the kernels check the index pointers:
-//                   no read-back); and asynchronous (kjit_wait_event / kjit_signal_event): the time
-//                   to the reply, which comes once the launch is queued
+//                   no read-back); and asynchronous (kjit_wait_event / kjit_signal_event, or the
+//                   signal event alone): the time to the reply, which comes once the launch is queued
 //   socket floor    a 64-byte ping-pong over a Unix socketpair with a forked echo process, no gRPC:
 //                   what one round trip between two processes costs on this host, blocking in
 //                   read() and spinning on non-blocking reads; blocking also after 2 ms of idleness
@@ -305,6 +305,8 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
   auto async = bounded;
   (*async.mutable_parameters())["kjit_wait_event"].set_string_param("bench-ready");
   (*async.mutable_parameters())["kjit_signal_event"].set_string_param("bench-done");
+  auto signal_only = bounded;  // asynchronous, but the launch waits for no client event
+  (*signal_only.mutable_parameters())["kjit_signal_event"].set_string_param("bench-done");
   const CUstream cs = x.stream->get();
   int calls = 0;
   auto settle = [&]() -> Status {
@@ -316,7 +318,9 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
   };
   for (auto& [name, fn] : std::vector<std::pair<std::string, std::function<Status()>>>{
            {"ModelInfer async, Unix socket, CUDA regions, kjit_max_draft: reply (launch queued)", infer(x.infer.get(), async)},
-           {"ModelInfer async, shared-memory launch ring, CUDA regions, kjit_max_draft: reply", ring_infer(async)}}) {
+           {"ModelInfer async, shared-memory launch ring, CUDA regions, kjit_max_draft: reply", ring_infer(async)},
+           {"ModelInfer async, launch ring, kjit_max_draft, kjit_signal_event only (no wait event): reply",
+            ring_infer(signal_only)}}) {
     KJIT_ASSIGN_OR_RETURN(Row r, Measure(name, warmup, iters, fn, x.infer.get(), std::chrono::microseconds(0), settle));
     rows.push_back(r);
   }
