@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/server/log.h"
 
 namespace kjit::server {
 
@@ -121,44 +122,35 @@ StatusOr<std::shared_ptr<uint8_t>> DeviceRuntime::AcquireAsyncStaging(size_t byt
   }
   size_t size = 4096;
   while (size < bytes) size <<= 1;
-  // The smallest free block that is large enough.
-  if (auto it = free_staging_.lower_bound(size); it != free_staging_.end()) {
-    const size_t block_size = it->first;
-    uint8_t* block = it->second;
+  uint8_t* block = nullptr;
+  if (auto it = free_staging_.lower_bound(size); it != free_staging_.end()) {  // the smallest that fits
+    size = it->first;
+    block = it->second;
     free_staging_.erase(it);
-    async_staging_in_use_ += block_size;
-    return std::shared_ptr<uint8_t>(block, [this, block_size](uint8_t* b) {
-      async_staging_in_use_ -= block_size;
-      free_staging_.emplace(block_size, b);
-    });
-  }
-  if (async_staging_bytes_ + size > kMaxAsyncStagingBytes) {
-    // Unregistering page-locked memory waits for the whole GPU to go idle, so free blocks go only
-    // while no asynchronous launch is queued (the stream is then idle: synchronous launches leave it
-    // synchronized).
-    if (!in_flight_.empty()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "asynchronous launches in flight on GPU ", info_.ordinal, " hold ", async_staging_in_use_, " of the ",
-          kMaxAsyncStagingBytes, " bytes of page-locked staging (each launch's inputs rounded up to a power of "
-          "two), and ", size, " more do not fit: wait for them (their kjit_signal_event), or pass large inputs "
-          "in CUDA regions"));
+  } else {
+    if (async_staging_bytes_ + size > kMaxAsyncStagingBytes) {
+      // Unregistering page-locked memory waits for the whole GPU to go idle, so free blocks go only
+      // while no asynchronous launch is queued (the stream is then idle: synchronous launches leave
+      // it synchronized).
+      if (!in_flight_.empty()) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "asynchronous launches in flight on GPU ", info_.ordinal, " hold page-locked staging up to the ",
+            kMaxAsyncStagingBytes, "-byte limit (each launch's inputs rounded up to a power of two), and ", size,
+            " more bytes do not fit: wait for them (their kjit_signal_event), or pass large inputs in CUDA regions"));
+      }
+      while (!free_staging_.empty() && async_staging_bytes_ + size > kMaxAsyncStagingBytes) {
+        auto it = free_staging_.begin();
+        std::erase_if(async_staging_, [&](const auto& b) { return b->data == it->second; });
+        async_staging_bytes_ -= it->first;
+        free_staging_.erase(it);
+      }
     }
-    while (!free_staging_.empty() && async_staging_bytes_ + size > kMaxAsyncStagingBytes) {
-      auto it = free_staging_.begin();
-      std::erase_if(async_staging_, [&](const auto& b) { return b->data == it->second; });
-      async_staging_bytes_ -= it->first;
-      free_staging_.erase(it);
-    }
+    auto buf = std::make_unique<PinnedBuffer>();
+    KJIT_ASSIGN_OR_RETURN(block, GrowPinned(buf.get(), size, 0, 4096));
+    async_staging_bytes_ += buf->size;
+    async_staging_.push_back(std::move(buf));
   }
-  auto buf = std::make_unique<PinnedBuffer>();
-  KJIT_ASSIGN_OR_RETURN(uint8_t* block, GrowPinned(buf.get(), size, 0, 4096));
-  async_staging_bytes_ += buf->size;
-  async_staging_.push_back(std::move(buf));
-  async_staging_in_use_ += size;
-  return std::shared_ptr<uint8_t>(block, [this, size](uint8_t* b) {
-    async_staging_in_use_ -= size;
-    free_staging_.emplace(size, b);
-  });
+  return std::shared_ptr<uint8_t>(block, [this, size](uint8_t* b) { free_staging_.emplace(size, b); });
 }
 
 Status DeviceRuntime::HoldUntilDone(std::vector<std::shared_ptr<const void>> refs, ErrorWatch watch) {
@@ -178,17 +170,16 @@ Status DeviceRuntime::HoldUntilDone(std::vector<std::shared_ptr<const void>> ref
   return absl::OkStatus();
 }
 
-std::vector<std::string> DeviceRuntime::Reap() {
-  std::vector<std::string> reports;
+void DeviceRuntime::Reap() {
   auto api = driver::Get();
-  if (!api.ok()) return reports;
+  if (!api.ok()) return;
   // Events complete in stream order: stop at the first one still pending.
   while (!in_flight_.empty() && (*api)->cuEventQuery(in_flight_.front().done.get()) != CUDA_ERROR_NOT_READY) {
     ErrorWatch& w = in_flight_.front().watch;
     if (w.word != nullptr) {
       if (*static_cast<volatile uint32_t*>(w.word) != 0 && w.report) {
-        reports.push_back(w.report(*w.word));
-        const auto report = std::make_shared<const std::string>(reports.back());
+        const auto report = std::make_shared<const std::string>(w.report(*w.word));
+        Log(LogLevel::kWarn, *report);
         for (const WatchedEvent& e : w.events) async_failures_[e.name] = AsyncFailure{e.registration, report};
       }
       free_words_.push_back(w.word);
@@ -197,7 +188,6 @@ std::vector<std::string> DeviceRuntime::Reap() {
     in_flight_.pop_front();
   }
   std::erase_if(async_failures_, [](const auto& kv) { return kv.second.registration.expired(); });
-  return reports;
 }
 
 std::string DeviceRuntime::TakeAsyncFailure(const std::string& name, const std::shared_ptr<const void>& registration) {

@@ -92,8 +92,8 @@ class DeviceRuntime {
   StatusOr<MappedWord> AcquireErrorWord();
   void ReleaseErrorWord(uint32_t* word) { free_words_.push_back(word); }  // not queued after all
   Status HoldUntilDone(std::vector<std::shared_ptr<const void>> refs, ErrorWatch watch);
-  // Drops the finished launches; returns the reports filed by this call (for the log).
-  std::vector<std::string> Reap();
+  // Drops the finished launches, logging (warn) the report of each that failed.
+  void Reap();
   // The report filed under the event `name` (registration `registration`) by an earlier launch,
   // removed (under every event it was filed under); empty when none. Hold mu().
   std::string TakeAsyncFailure(const std::string& name, const std::shared_ptr<const void>& registration);
@@ -140,7 +140,7 @@ class DeviceRuntime {
   // free_staging_ when they are destroyed) and the free ones by size.
   std::vector<std::unique_ptr<PinnedBuffer>> async_staging_;
   std::multimap<size_t, uint8_t*> free_staging_;
-  size_t async_staging_bytes_ = 0, async_staging_in_use_ = 0;
+  size_t async_staging_bytes_ = 0;  // registered, in use or free
   struct InFlight {
     driver::Event done;
     std::vector<std::shared_ptr<const void>> refs;

@@ -6,7 +6,6 @@
 
 #include "runtime/ipc/sigbus_guard.h"
 #include "runtime/server/family_dispatch.h"
-#include "runtime/server/log.h"
 
 namespace kjit::server {
 namespace {
@@ -104,7 +103,6 @@ Status CheckIndptrs(ParsedInfer* p, const IndptrCopies& cuda_copies) {
   return absl::OkStatus();
 }
 
-
 void PlanUnchecked(ParsedInfer* p) {
   kernels::MlaVerifyProblem& pr = p->problem;
   pr.max_draft = p->max_draft_hint > 0
@@ -143,7 +141,7 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
 
   std::lock_guard<std::mutex> lock(dev->mu());
   KJIT_RETURN_IF_ERROR(dev->context().MakeCurrent());
-  for (const std::string& r : dev->Reap()) Log(LogLevel::kWarn, r);
+  dev->Reap();
   if (dev->kernels() == nullptr) return absl::FailedPreconditionError("kernels not loaded on this GPU");
   // An earlier asynchronous launch's kernel errors are known only once it has run: they fail the
   // next launch on this GPU that names one of its events.
@@ -246,9 +244,8 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   // Inputs are staged in pinned host memory (same offsets as the device staging): one contiguous
   // host-to-device copy in (from pageable memory the driver may first wait for everything queued on
   // the stream; on the H200 it did for 4.7 MB), and for a synchronous launch one device-to-host copy
-  // out. An asynchronous
-  // launch returns before its copy runs, so its inputs get a pinned block of their own, held until
-  // the launch is reaped (its outputs are all in CUDA regions).
+  // out. An asynchronous launch returns before its copy runs, so its inputs get a pinned block of
+  // their own, held until the launch is reaped (its outputs are all in CUDA regions).
   uint8_t* pinned = nullptr;
   if (signal_ev && in_total > 0) {
     KJIT_ASSIGN_OR_RETURN(async_pinned, dev->AcquireAsyncStaging(in_total));
@@ -326,11 +323,15 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
   if (signal_ev) {
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuEventRecord(signal_ev->event->get(), stream),
                                        "cuEventRecord(kjit_signal_event)"));
-    if (!store_word) {  // after the client's event: the client does not wait for this copy
-      KJIT_RETURN_IF_ERROR(driver::Check(
-          api->cuMemcpyDtoHAsync(word.host, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
-          "reading the error word"));
-    }
+  }
+  // The error word, where the kernels did not store it: after the client's signal event (the client
+  // does not wait for this copy), and before the synchronous launch's stream synchronization.
+  if (!store_word) {
+    KJIT_RETURN_IF_ERROR(driver::Check(
+        api->cuMemcpyDtoHAsync(word.host, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
+        "reading the error word"));
+  }
+  if (signal_ev) {
     release_word.word = nullptr;  // queued: the word belongs to the launch now (or leaks on a failure below)
     // Regions and events stay referenced until the launch has finished on the GPU.
     std::vector<std::shared_ptr<const void>> refs = {wait_ev, signal_ev};
@@ -356,11 +357,6 @@ Status RunInfer(Daemon* d, DeviceRuntime* dev, ParsedInfer* p, inference::ModelI
     KJIT_RETURN_IF_ERROR(driver::Check(
         api->cuMemcpyDtoHAsync(pinned + in_total, staging + in_total, total - in_total, stream),
         "reading the outputs"));
-  }
-  if (!store_word) {
-    KJIT_RETURN_IF_ERROR(driver::Check(
-        api->cuMemcpyDtoHAsync(word.host, workspace + plan.error_word_offset, sizeof(uint32_t), stream),
-        "reading the error word"));
   }
   KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "cuStreamSynchronize(launch)"));
   drain.armed = false;

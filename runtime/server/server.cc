@@ -104,10 +104,10 @@ Status RunDaemon(const Flags& flags) {
   for (auto& dev : d.devices) {
     std::lock_guard<std::mutex> lock(dev->mu());
     (void)dev->context().MakeCurrent();
-    for (const std::string& r : dev->Reap()) Log(LogLevel::kWarn, r);
+    dev->Reap();
     while (dev->in_flight() > 0 && std::chrono::steady_clock::now() < give_up) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      for (const std::string& r : dev->Reap()) Log(LogLevel::kWarn, r);
+      dev->Reap();
     }
   }
   unlink(flags.socket.c_str());
