@@ -37,6 +37,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "runtime/kernels/mla_verify_launch.h"
@@ -308,12 +309,13 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
   auto signal_only = bounded;  // asynchronous, but the launch waits for no client event
   (*signal_only.mutable_parameters())["kjit_signal_event"].set_string_param("bench-done");
   const CUstream cs = x.stream->get();
+  auto wait_launches = [&]() -> Status {  // for the launches queued so far
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the launches"));
+    return x.stream->Synchronize();
+  };
   int calls = 0;
   auto settle = [&]() -> Status {
-    if (++calls % async_settle == 0) {
-      KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the launches"));
-      KJIT_RETURN_IF_ERROR(x.stream->Synchronize());
-    }
+    if (++calls % async_settle == 0) KJIT_RETURN_IF_ERROR(wait_launches());
     return ready.Record(cs);
   };
   for (auto& [name, fn] : std::vector<std::pair<std::string, std::function<Status()>>>{
@@ -324,23 +326,18 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
     KJIT_ASSIGN_OR_RETURN(Row r, Measure(name, warmup, iters, fn, x.infer.get(), std::chrono::microseconds(0), settle));
     rows.push_back(r);
   }
-  KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the launches"));
-  KJIT_RETURN_IF_ERROR(x.stream->Synchronize());
-  // The ring after 2 ms of idleness: the poller has gone to sleep (kjitd's default --ring-spin-us),
-  // so every call pays a futex wake-up; over gRPC the idle pause changes nothing of the kind.
-  KJIT_ASSIGN_OR_RETURN(Row idle, Measure("ModelInfer, launch ring, CUDA regions, 2 ms idle before each call",
-                                          10, std::min(iters, 500), ring_infer(regions), x.infer.get(),
-                                          std::chrono::milliseconds(2)));
-  rows.push_back(idle);
-  // The same idleness before a plain socket round trip and an empty gRPC call: what a wake-up after
-  // 2 ms costs on this host with no ring poller involved.
-  KJIT_ASSIGN_OR_RETURN(Row sock_idle, Measure("Unix socketpair ping-pong, blocking reads, 2 ms idle before each call",
-                                               10, std::min(iters, 500), [&] { return echo_blocking.RoundTrip(); },
-                                               nullptr, std::chrono::milliseconds(2)));
-  rows.push_back(sock_idle);
-  KJIT_ASSIGN_OR_RETURN(Row live_idle, Measure("ServerLive, Unix socket, 2 ms idle before each call", 10,
-                                               std::min(iters, 500), live, nullptr, std::chrono::milliseconds(2)));
-  rows.push_back(live_idle);
+  KJIT_RETURN_IF_ERROR(wait_launches());
+  // 2 ms of idleness before each call. The ring's poller has gone to sleep (kjitd's default
+  // --ring-spin-us), so every call pays a futex wake-up; a plain socket round trip and an empty gRPC
+  // call show what a wake-up after 2 ms costs on this host with no ring poller involved.
+  for (auto& [name, fn, stats] : std::vector<std::tuple<std::string, std::function<Status()>, inference::GRPCInferenceService::Stub*>>{
+           {"ModelInfer, launch ring, CUDA regions, 2 ms idle before each call", ring_infer(regions), x.infer.get()},
+           {"Unix socketpair ping-pong, blocking reads, 2 ms idle before each call",
+            [&] { return echo_blocking.RoundTrip(); }, nullptr},
+           {"ServerLive, Unix socket, 2 ms idle before each call", live, nullptr}}) {
+    KJIT_ASSIGN_OR_RETURN(Row r, Measure(name, 10, std::min(iters, 500), fn, stats, std::chrono::milliseconds(2)));
+    rows.push_back(r);
+  }
   return rows;
 }
 
