@@ -16,78 +16,19 @@
 //             (kjit-device-uuid): INVALID_ARGUMENT.
 // --prefix names this client's regions and events (default "e2e"), so clients can run at once.
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "tests/e2e/e2e_client.h"
+#include "tests/e2e/stream_hold.h"
 
 namespace kjit::e2e {
 namespace {
 
 constexpr size_t kInBytes = 256u << 20, kOutBytes = 64u << 20;
 
-// Holds a stream: it waits (cuStreamWaitValue32) on a page-locked flag until Release(), or until a
-// watchdog releases it after `limit`, so that a daemon that waits for this stream delays its reply
-// past the limit instead of deadlocking the test.
-class StreamHold {
- public:
-  static StatusOr<std::unique_ptr<StreamHold>> Start(CUstream stream, std::chrono::milliseconds limit) {
-    KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
-    std::unique_ptr<StreamHold> h(new StreamHold(stream));
-    h->flag_ = static_cast<uint32_t*>(std::aligned_alloc(4096, 4096));
-    if (h->flag_ == nullptr) return absl::ResourceExhaustedError("no memory for the stream hold's flag");
-    *h->flag_ = 0;
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemHostRegister(h->flag_, 4096, CU_MEMHOSTREGISTER_DEVICEMAP),
-                                       "cuMemHostRegister(flag)"));
-    h->registered_ = true;
-    CUdeviceptr dev = 0;
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemHostGetDevicePointer(&dev, h->flag_, 0), "flag device pointer"));
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitValue32(stream, dev, 1, CU_STREAM_WAIT_VALUE_GEQ),
-                                       "cuStreamWaitValue32(flag)"));
-    StreamHold* raw = h.get();
-    h->watchdog_ = std::thread([raw, limit] {
-      std::unique_lock<std::mutex> lock(raw->mu_);
-      raw->cv_.wait_for(lock, limit, [raw] { return raw->released_; });
-      raw->Open();
-    });
-    return h;
-  }
-  void Release() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      released_ = true;
-    }
-    cv_.notify_all();
-    if (watchdog_.joinable()) watchdog_.join();
-  }
-  ~StreamHold() {
-    Release();
-    auto api = driver::Get();
-    if (registered_ && api.ok()) {
-      (void)(*api)->cuStreamSynchronize(stream_);  // the wait has passed: the flag can go
-      (void)(*api)->cuMemHostUnregister(flag_);
-    }
-    std::free(flag_);
-  }
-
- private:
-  explicit StreamHold(CUstream stream) : stream_(stream) {}
-  void Open() {
-    __atomic_store_n(flag_, 1u, __ATOMIC_RELEASE);
-  }
-  CUstream stream_;
-  uint32_t* flag_ = nullptr;
-  bool registered_ = false;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool released_ = false;
-  std::thread watchdog_;
-};
 constexpr std::chrono::milliseconds kHoldLimit(3000);
 
 Status RunSync(Client* x) {
@@ -231,11 +172,14 @@ Status RunAsync(Client* x) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     return st;
   };
-  auto check_o = [&](const std::string& what, const char* model = "mla_verify") -> Status {
-    std::vector<uint16_t> o(l.o_bytes / 2);
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(o.data(), a.out->base() + l.o_offset, l.o_bytes), "read o"));
-    KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess(model, *x->loaded, x->info, l, a.in->base(), cs));
-    KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), l.o_bytes) == 0, what + ": o differs from the in-process launch");
+  // o, where `layout` puts it, equals an in-process launch of `model` with `layout`'s plan.
+  auto check_o = [&](const std::string& what, const char* model = "mla_verify",
+                     const CaseLayout* layout = nullptr) -> Status {
+    const CaseLayout& c = layout != nullptr ? *layout : l;
+    std::vector<uint16_t> o(c.o_bytes / 2);
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(o.data(), a.out->base() + c.o_offset, c.o_bytes), "read o"));
+    KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess(model, *x->loaded, x->info, c, a.in->base(), cs));
+    KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), c.o_bytes) == 0, what + ": o differs from the in-process launch");
     return absl::OkStatus();
   };
   // Sends `requests` (asynchronous ones included) in order while the client's stream is held
@@ -264,11 +208,7 @@ Status RunAsync(Client* x) {
                                 "had been released: the daemon waited for it"));
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(cs, done.get(), 0), "wait for the daemon"));
     KJIT_RETURN_IF_ERROR(x->stream->Synchronize());
-    std::vector<uint16_t> o(layout.o_bytes / 2);
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(o.data(), a.out->base() + layout.o_offset, layout.o_bytes),
-                                       "read o"));
-    KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess("mla_verify", *x->loaded, x->info, layout, a.in->base(), cs));
-    KJIT_E2E_CHECK(std::memcmp(o.data(), mine.o.data(), layout.o_bytes) == 0, what + ": o differs from the in-process launch");
+    KJIT_RETURN_IF_ERROR(check_o(what, "mla_verify", &layout));
     return ms;
   };
   {
