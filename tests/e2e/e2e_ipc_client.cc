@@ -15,12 +15,14 @@
 //             registration claims device_id N for memory on another GPU, whose UUID it sends
 //             (kjit-device-uuid): INVALID_ARGUMENT.
 // --prefix names this client's regions and events (default "e2e"), so clients can run at once.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
 
+#include "runtime/kernels/mla_verify_plan.h"
 #include "tests/e2e/e2e_client.h"
 #include "tests/e2e/stream_hold.h"
 
@@ -211,6 +213,14 @@ Status RunAsync(Client* x) {
     KJIT_RETURN_IF_ERROR(check_o(what, "mla_verify", &layout));
     return ms;
   };
+  // The workspace each request's plan needs: the daemon's grows (to whole MiB) only past the largest
+  // so far, so the growth check below needs a request larger than every earlier one, and a daemon
+  // that no other client has used (tests/gpu/e2e_daemon.sh runs this mode first).
+  auto workspace = [&](const CaseLayout& c) -> StatusOr<size_t> {
+    KJIT_ASSIGN_OR_RETURN(const kernels::MlaVerifyPlan plan, kernels::PlanMlaVerify(c.problem, x->info));
+    return plan.workspace_bytes;
+  };
+  KJIT_ASSIGN_OR_RETURN(size_t largest_workspace, workspace(l));
   {
     KJIT_ASSIGN_OR_RETURN(const double ms, held({AsyncRequest(x, base, l)}, l, "one launch"));
     std::printf("PASS async: reply in %.3f ms while the client's earlier GPU work was still held\n", ms);
@@ -230,6 +240,8 @@ Status RunAsync(Client* x) {
     ls.padded_requests = 0;
     const reference::MlaCase lc = reference::MakeCase(ls);
     KJIT_ASSIGN_OR_RETURN(CaseLayout ll, UploadCase(lc, a.in.get(), a.out.get()));
+    KJIT_ASSIGN_OR_RETURN(const size_t inline_workspace, workspace(ll));
+    largest_workspace = std::max(largest_workspace, inline_workspace);
     auto inline_request = [&](bool async) {
       inference::ModelInferRequest req = AsyncRequest(x, lc, ll);
       if (!async) {
@@ -259,11 +271,15 @@ Status RunAsync(Client* x) {
     // The daemon grows its workspace in stream order: a launch planned for a much larger problem
     // (kjit_max_draft 64, kjit_max_prefix 4M: many splits of 512 rows) replies while the first
     // launch still waits behind the client's held work, and computes what an in-process launch with
-    // the same plan computes. (In the suite's daemon this is the largest workspace so far, 36 MB
-    // against at most 17 MB for every earlier request, so it grows here.)
+    // the same plan computes.
     CaseLayout big = l;
     big.problem.max_draft = kernels::kMlaMaxDraft;
     big.problem.max_prefix = int64_t{1} << 22;
+    KJIT_ASSIGN_OR_RETURN(const size_t big_workspace, workspace(big));
+    constexpr size_t kMiB = size_t{1} << 20;
+    KJIT_E2E_CHECK((big_workspace + kMiB - 1) / kMiB > (largest_workspace + kMiB - 1) / kMiB,
+                   absl::StrCat("the growth check's workspace (", big_workspace, " bytes) must exceed every earlier "
+                                "request's (", largest_workspace, ") in whole MiB"));
     KJIT_ASSIGN_OR_RETURN(const double ms, held({AsyncRequest(x, base, l), AsyncRequest(x, base, big)}, big,
                                                 "a launch that grows the workspace"));
     std::printf("PASS async: a launch that grows the workspace replies without waiting (two replies in %.3f ms)\n", ms);

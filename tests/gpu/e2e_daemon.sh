@@ -2,7 +2,7 @@
 # e2e_daemon.sh: kjitd and client processes on the GPU machine (run by run-suite.sh; everything is
 # printed to stdout, which the suite keeps in suite.log; the OUTDIR argument it passes is unused).
 #   1. start kjitd from the bundle on a temporary socket (the suite's KJIT_CACHE_DIR is warm by now)
-#   2. e2e_ipc_client sync, async and ring (a shared-memory launch ring): CUDA IPC regions,
+#   2. e2e_ipc_client async, sync and ring (a shared-memory launch ring): CUDA IPC regions,
 #      ModelInfer, bitwise equal to in-process
 #   3. e2e_torch.py: a Python client with torch CUDA tensors (regions from torch's allocator),
 #      ModelInfer against a float64 torch reference, bitwise equal across request forms
@@ -17,8 +17,10 @@ dir=$(mktemp -d /tmp/kjit-e2e-XXXXXX)
 fail=0
 source "$root/tests/gpu/lib.sh"
 start_kjitd "$dir" || exit 1
-step sync "$bin/e2e_ipc_client" --target "$target" --mode sync
+# async first: its check that a launch growing the daemon's workspace replies without waiting needs
+# a workspace that no other client has grown yet.
 step async "$bin/e2e_ipc_client" --target "$target" --mode async
+step sync "$bin/e2e_ipc_client" --target "$target" --mode sync
 step ring "$bin/e2e_ipc_client" --target "$target" --mode ring
 if python3 -c "import grpc, torch; assert torch.cuda.is_available()" 2>/dev/null; then
   if [ -f "$pack/python/kjit_protos.desc" ]; then
