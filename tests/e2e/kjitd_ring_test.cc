@@ -49,17 +49,17 @@ class RingTest : public ShmDaemonSuite {
     return stub_->ModelInfer(&ctx, req, &resp);
   }
   // A ring on a fresh 1 MiB object, registered as `name` (under `session` when given) and opened.
-  OpenedRing MakeRing(const std::string& name, const std::string& session = "") {
-    OpenedRing r{std::make_unique<ShmObject>(kRingShm), nullptr};
+  OpenedRing MakeRing(const std::string& name, const std::string& session = "", size_t bytes = kRingShm) {
+    OpenedRing r{std::make_unique<ShmObject>(bytes), nullptr};
     if (r.shm->map() == nullptr) return r;
-    auto ring = ipc::RingClient::Create(r.shm->map(), kRingShm);
+    auto ring = ipc::RingClient::Create(r.shm->map(), bytes);
     EXPECT_TRUE(ring.ok()) << ring.status();
     if (!ring.ok()) return r;
-    EXPECT_EQ(Register(name, r.shm->key(), 0, kRingShm, session), StatusCode::OK);
+    EXPECT_EQ(Register(name, r.shm->key(), 0, bytes, session), StatusCode::OK);
     uint32_t capacity = 0;
     const grpc::Status s = OpenRing(name, &capacity);
     EXPECT_TRUE(s.ok()) << s.error_message();
-    EXPECT_EQ(capacity, (kRingShm - ipc::kRingHeaderBytes) / 2);
+    EXPECT_EQ(capacity, (bytes - ipc::kRingHeaderBytes) / 2);
     if (s.ok()) r.client = std::make_unique<ipc::RingClient>(*ring);
     return r;
   }
@@ -107,6 +107,44 @@ TEST_F(RingTest, ModelInferThroughTheRingAnswersAsTheGrpcCall) {
   }
   std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
   std::printf("ring round trip of a refused ModelInfer: p50 %.1f us over %zu calls\n", us[us.size() / 2], us.size());
+}
+
+// The poller parses a request only when its bytes differ from the previous one's: every answer must
+// still be the one for the bytes just sent, in any order, including a request of the same length
+// that differs in one byte, a malformed one, and one over 1 MiB (which the poller does not keep).
+TEST_F(RingTest, EachAnswerIsForTheBytesJustSentWhenRequestsRepeat) {
+  OpenedRing opened = MakeRing("ring", "", size_t{4} << 20);
+  ASSERT_NE(opened.client, nullptr);
+  ipc::RingClient* ring = opened.client.get();
+
+  Req valid = ValidRequest();  // FAILED_PRECONDITION without a GPU
+  Req near = ValidRequest();
+  near.set_model_name("mla_verifz");  // same length: NOT_FOUND
+  Req bad_shape = ValidRequest();
+  bad_shape.mutable_inputs(0)->set_shape(0, 3);  // INVALID_ARGUMENT
+  Req big = ValidRequest();  // 1.5 MiB of q inline: the wrong size, INVALID_ARGUMENT
+  big.mutable_raw_input_contents(0)->append(size_t{3} << 19, '\0');
+  const std::string garbage(valid.ByteSizeLong(), '\xff');
+  ASSERT_EQ(valid.SerializeAsString().size(), near.SerializeAsString().size());
+  struct Case {
+    std::string bytes;
+    int code;
+    std::string message;
+  };
+  std::vector<Case> cases;
+  for (const Req* r : {&valid, &near, &bad_shape, &big}) {
+    const grpc::Status want = GrpcInfer(*r);
+    ASSERT_FALSE(want.ok());
+    cases.push_back({r->SerializeAsString(), static_cast<int>(want.error_code()), want.error_message()});
+  }
+  cases.push_back({garbage, static_cast<int>(StatusCode::INVALID_ARGUMENT), ""});
+  for (const int k : {0, 0, 1, 1, 0, 2, 2, 1, 4, 4, 0, 4, 1, 3, 3, 0, 3, 2, 0}) {
+    const Answer got = Call(ring, cases[k].bytes);
+    EXPECT_EQ(got.code, cases[k].code) << "case " << k;
+    if (k < 4) {
+      EXPECT_EQ(got.message, cases[k].message) << "case " << k;
+    }
+  }
 }
 
 TEST_F(RingTest, MalformedRingContentsAreRefusedAndTheDaemonStaysHealthy) {
