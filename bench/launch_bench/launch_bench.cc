@@ -410,7 +410,8 @@ int main(int argc, char** argv) {
         "measured calls); launch to sync: its part from the kernel launch to the stream synchronization. "
         "Round trip - in daemon = transport (gRPC or the ring, both processes). Launch ring rows: the "
         "same requests serialized into a shared-memory ring that a daemon thread polls; the client "
-        "parses the response too.\n";
+        "parses the response too. Every row sends the same request bytes on each call (the ring's "
+        "poller then parses once) but the one with a new request id per call.\n";
   auto p50_of = [&](const char* prefix) {
     double best = -1;
     for (const auto& r : *rows) {
