@@ -49,7 +49,8 @@ class RingPoller {
       incoming_.resize(n);
       KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(incoming_.data(), area(ipc::kRingHeaderBytes), n, "the launch ring"));
       // The same bytes as the previous request parse to the same message: a client that repeats its
-      // request (fixed buffers, new contents) skips the parse, whose parameter maps cost several us.
+      // request (fixed buffers, new contents) skips the parse, which took 8-18 us on the H200 host
+      // (mostly the parameter maps).
       if (!parsed_ || incoming_ != bytes_) {
         bytes_.swap(incoming_);
         parsed_ = request_.ParseFromString(bytes_);

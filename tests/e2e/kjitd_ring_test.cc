@@ -48,7 +48,8 @@ class RingTest : public ShmDaemonSuite {
     inference::ModelInferResponse resp;
     return stub_->ModelInfer(&ctx, req, &resp);
   }
-  // A ring on a fresh 1 MiB object, registered as `name` (under `session` when given) and opened.
+  // A ring on a fresh object of `bytes` (1 MiB by default), registered as `name` (under `session`
+  // when given) and opened.
   OpenedRing MakeRing(const std::string& name, const std::string& session = "", size_t bytes = kRingShm) {
     OpenedRing r{std::make_unique<ShmObject>(bytes), nullptr};
     if (r.shm->map() == nullptr) return r;
