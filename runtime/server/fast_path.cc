@@ -46,8 +46,8 @@ class UnaryCall final : public Call {
 
 using LiveCall = UnaryCall<inference::ServerLiveRequest, inference::ServerLiveResponse,
                            &InferenceService::RequestServerLive, &InferenceService::Live>;
-using InferCall = UnaryCall<inference::ModelInferRequest, inference::ModelInferResponse,
-                            &InferenceService::RequestModelInfer, &InferenceService::Infer>;
+using InferCall = UnaryCall<grpc::ByteBuffer, grpc::ByteBuffer, &InferenceService::RequestModelInfer,
+                            &InferenceService::InferBytes>;
 
 // Calls of each method posted per queue: a burst of clients finds one waiting without a re-post.
 constexpr int kPostedPerMethod = 2;

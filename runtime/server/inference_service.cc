@@ -1,5 +1,7 @@
 #include "runtime/server/inference_service.h"
 
+#include <string>
+
 #include "runtime/server/grpc_status.h"
 #include "runtime/server/models.h"
 
@@ -56,7 +58,8 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
   auto model = FindModel(req->name(), req->version());
   if (!model.ok()) return ToGrpc(model.status());
   resp->set_name((*model)->name);
-  resp->add_versions(kModelVersion);
+  // A string, not the const char* overload: on that one GCC 12 warns falsely (-Wrestrict).
+  resp->add_versions(std::string(kModelVersion));
   resp->set_platform(kPlatform);
   auto fill = [](const TensorSpec& t, inference::ModelMetadataResponse::TensorMetadata* m) {
     m->set_name(t.name);

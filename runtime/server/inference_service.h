@@ -1,7 +1,7 @@
 // inference.GRPCInferenceService (PROTOCOL.md): health and metadata (inference_service.cc),
 // shared memory (shm_service.cc), ModelInfer (model_infer.cc). Unlisted methods: UNIMPLEMENTED.
 // ServerLive and ModelInfer are asynchronous methods, answered by fast_path.h's threads through
-// Live() and Infer(); the others are synchronous.
+// Live() and InferBytes(); the others are synchronous.
 #pragma once
 
 #include "inference/grpc_service.grpc.pb.h"
@@ -9,16 +9,19 @@
 
 namespace kjit::server {
 
+// ModelInfer is raw (its request and response as bytes): its handler keeps a per-thread
+// RequestCache, so a repeated request is not parsed again.
 using InferenceServiceBase = inference::GRPCInferenceService::WithAsyncMethod_ServerLive<
-    inference::GRPCInferenceService::WithAsyncMethod_ModelInfer<inference::GRPCInferenceService::Service>>;
+    inference::GRPCInferenceService::WithRawMethod_ModelInfer<inference::GRPCInferenceService::Service>>;
 
 class InferenceService final : public InferenceServiceBase {
  public:
   explicit InferenceService(Daemon* d) : d_(d) {}
 
-  // The asynchronous methods' handlers.
+  // The asynchronous methods' handlers. InferBytes parses the request (unless it repeats the calling
+  // thread's previous one) and serializes the response itself.
   grpc::Status Live(const inference::ServerLiveRequest& req, inference::ServerLiveResponse* resp);
-  grpc::Status Infer(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp);
+  grpc::Status InferBytes(const grpc::ByteBuffer& req, grpc::ByteBuffer* resp);
   // ModelInfer's work, statistics included, for every transport (gRPC, launch rings).
   Status Execute(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp);
 

@@ -1,10 +1,16 @@
 // ModelInfer: parse and validate everything, then pick the GPU and launch.
+#include <grpcpp/impl/codegen/proto_utils.h>
+#include <grpcpp/support/byte_buffer.h>
+
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "runtime/server/grpc_status.h"
 #include "runtime/server/infer_launch.h"
 #include "runtime/server/inference_service.h"
 #include "runtime/server/log.h"
+#include "runtime/server/request_cache.h"
 
 namespace kjit::server {
 namespace {
@@ -62,8 +68,30 @@ Status InferenceService::Execute(const inference::ModelInferRequest& req, infere
   return s;
 }
 
-grpc::Status InferenceService::Infer(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
-  return ToGrpc(Execute(req, resp));
+grpc::Status InferenceService::InferBytes(const grpc::ByteBuffer& req, grpc::ByteBuffer* resp) {
+  thread_local RequestCache cache;  // this completion-queue thread's
+  std::vector<grpc::Slice> slices;
+  if (const grpc::Status dumped = req.Dump(&slices); !dumped.ok()) return dumped;
+  std::string* bytes = cache.incoming();
+  bytes->clear();
+  for (const grpc::Slice& s : slices) bytes->append(reinterpret_cast<const char*>(s.begin()), s.size());
+  const size_t request_bytes = bytes->size();
+  const inference::ModelInferRequest* parsed = cache.Parse();
+  if (parsed == nullptr) {
+    cache.Done(request_bytes, 0);
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the request is not a serialized inference.ModelInferRequest");
+  }
+  inference::ModelInferResponse* out = cache.response();
+  const Status s = Execute(*parsed, out);
+  size_t response_bytes = 0;
+  grpc::Status status = ToGrpc(s);
+  if (s.ok()) {
+    response_bytes = out->ByteSizeLong();
+    bool own_buffer = false;
+    status = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(*out, resp, &own_buffer);
+  }
+  cache.Done(request_bytes, response_bytes);
+  return status;
 }
 
 }  // namespace kjit::server

@@ -7,6 +7,7 @@
 #include "runtime/ipc/launch_ring.h"
 #include "runtime/ipc/sigbus_guard.h"
 #include "runtime/server/log.h"
+#include "runtime/server/request_cache.h"
 
 namespace kjit::server {
 
@@ -46,23 +47,17 @@ class RingPoller {
       call = absl::InvalidArgumentError(
           absl::StrCat("ring request of ", n, " bytes exceeds the ring's capacity of ", capacity_));
     } else {
-      incoming_.resize(n);
-      KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(incoming_.data(), area(ipc::kRingHeaderBytes), n, "the launch ring"));
-      // The same bytes as the previous request parse to the same message: a client that repeats its
-      // request (fixed buffers, new contents) skips the parse, which took 8-18 us on the H200 host
-      // (mostly the parameter maps).
-      if (!parsed_ || incoming_ != bytes_) {
-        bytes_.swap(incoming_);
-        parsed_ = request_.ParseFromString(bytes_);
-      }
-      if (!parsed_) {
+      std::string* bytes = cache_.incoming();
+      bytes->resize(n);
+      KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(bytes->data(), area(ipc::kRingHeaderBytes), n, "the launch ring"));
+      const inference::ModelInferRequest* req = cache_.Parse();
+      if (req == nullptr) {
         call = absl::InvalidArgumentError("the ring's request is not a serialized inference.ModelInferRequest");
       } else {
-        inference::ModelInferResponse& resp = response_;
-        resp.Clear();
-        call = (*handler_)(request_, &resp);
+        inference::ModelInferResponse* resp = cache_.response();
+        call = (*handler_)(*req, resp);
         if (call.ok()) {
-          resp.SerializeToString(&out);
+          resp->SerializeToString(&out);
           if (out.size() > capacity_) {
             call = absl::ResourceExhaustedError(absl::StrCat("the response of ", out.size(),
                                                              " bytes exceeds the ring's capacity of ", capacity_,
@@ -83,15 +78,8 @@ class RingPoller {
     KJIT_RETURN_IF_ERROR(Put(&h->response_seq, seq));
     KJIT_ASSIGN_OR_RETURN(const uint32_t sleeping, ipc::GuardedLoad32(&h->client_sleeping, "the launch ring"));
     if (sleeping != 0) ipc::FutexWakeAll(&h->response_seq);
-    // Large requests or responses (tensors inline) are not kept: their memory would stay with the ring.
-    if (n > kKeepBytes || out.size() > kKeepBytes) {
-      std::string().swap(bytes_);
-      std::string().swap(incoming_);
-      std::string().swap(out_);
-      request_ = inference::ModelInferRequest();
-      response_ = inference::ModelInferResponse();
-      parsed_ = false;
-    }
+    cache_.Done(n, out.size());
+    if (out.size() > RequestCache::kKeepBytes) std::string().swap(out_);
     return absl::OkStatus();
   }
 
@@ -135,14 +123,9 @@ class RingPoller {
   const ipc::RegionRegistry* regions_;
   const InferHandler* handler_;
   std::chrono::microseconds spin_;
-  // Serve's, kept across requests (this thread alone uses them) so that their allocations are reused:
-  // the request's bytes and its parse (parsed_: request_ holds the parse of bytes_), the incoming
-  // bytes, the response and its bytes.
-  static constexpr size_t kKeepBytes = size_t{1} << 20;
-  std::string bytes_, incoming_, out_;
-  inference::ModelInferRequest request_;
-  bool parsed_ = false;
-  inference::ModelInferResponse response_;
+  // Serve's messages and buffers, kept across requests (this thread alone uses them).
+  RequestCache cache_;
+  std::string out_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> finished_{false};
   std::thread thread_;

@@ -1,13 +1,16 @@
 // Launch rings (kjit.v1.KernelService/OpenRing, runtime/ipc/launch_ring.h) against a real
-// compile-only kjitd: ModelInfer through shared memory answers exactly as the gRPC call does, every
-// refusal has its status code, a broken ring leaves the daemon healthy, and a ring ends with its
-// region (unregistered, or released with its session).
+// compile-only kjitd: ModelInfer through shared memory answers exactly as the gRPC call does (also
+// when requests repeat, which both transports do not parse again), every refusal has its status
+// code, a broken ring leaves the daemon healthy, and a ring ends with its region (unregistered, or
+// released with its session).
+#include <grpcpp/generic/generic_stub.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,6 +50,17 @@ class RingTest : public ShmDaemonSuite {
     grpc::ClientContext ctx;
     inference::ModelInferResponse resp;
     return stub_->ModelInfer(&ctx, req, &resp);
+  }
+  // ModelInfer over gRPC with these exact bytes as the request (a generic stub: they need not parse).
+  grpc::Status RawGrpcInfer(const std::string& bytes) {
+    grpc::GenericStub generic(daemon_->Channel());
+    grpc::ClientContext ctx;
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer req(&slice, 1), resp;
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(&ctx, "/inference.GRPCInferenceService/ModelInfer", grpc::StubOptions(), &req, &resp,
+                      [&done](grpc::Status st) { done.set_value(std::move(st)); });
+    return done.get_future().get();
   }
   // A ring on a fresh object of `bytes` (1 MiB by default), registered as `name` (under `session`
   // when given) and opened.
@@ -110,9 +124,10 @@ TEST_F(RingTest, ModelInferThroughTheRingAnswersAsTheGrpcCall) {
   std::printf("ring round trip of a refused ModelInfer: p50 %.1f us over %zu calls\n", us[us.size() / 2], us.size());
 }
 
-// The poller parses a request only when its bytes differ from the previous one's: every answer must
-// still be the one for the bytes just sent, in any order, including a request of the same length
-// that differs in one byte, a malformed one, and one over 1 MiB (which the poller does not keep).
+// A ring's poller, and each gRPC thread of kjitd, parses a request only when its bytes differ from
+// the previous one's: every answer must still be the one for the bytes just sent, in any order,
+// including a request of the same length that differs in one byte, a malformed one, and one over
+// 1 MiB (which is not kept).
 TEST_F(RingTest, EachAnswerIsForTheBytesJustSentWhenRequestsRepeat) {
   OpenedRing opened = MakeRing("ring", "", size_t{4} << 20);
   ASSERT_NE(opened.client, nullptr);
@@ -141,9 +156,15 @@ TEST_F(RingTest, EachAnswerIsForTheBytesJustSentWhenRequestsRepeat) {
   cases.push_back({garbage, static_cast<int>(StatusCode::INVALID_ARGUMENT), ""});
   for (const int k : {0, 0, 1, 1, 0, 2, 2, 1, 4, 4, 0, 4, 1, 3, 3, 0, 3, 2, 0}) {
     const Answer got = Call(ring, cases[k].bytes);
-    EXPECT_EQ(got.code, cases[k].code) << "case " << k;
+    EXPECT_EQ(got.code, cases[k].code) << "ring, case " << k;
+    const grpc::Status raw = RawGrpcInfer(cases[k].bytes);
+    EXPECT_EQ(static_cast<int>(raw.error_code()), cases[k].code) << "gRPC, case " << k;
     if (k < 4) {
-      EXPECT_EQ(got.message, cases[k].message) << "case " << k;
+      EXPECT_EQ(got.message, cases[k].message) << "ring, case " << k;
+      EXPECT_EQ(raw.error_message(), cases[k].message) << "gRPC, case " << k;
+    } else {
+      EXPECT_NE(raw.error_message().find("not a serialized inference.ModelInferRequest"), std::string::npos)
+          << raw.error_message();
     }
   }
 }

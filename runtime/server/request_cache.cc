@@ -1,0 +1,22 @@
+#include "runtime/server/request_cache.h"
+
+namespace kjit::server {
+
+const inference::ModelInferRequest* RequestCache::Parse() {
+  if (!parsed_ || incoming_ != bytes_) {
+    bytes_.swap(incoming_);
+    parsed_ = request_.ParseFromString(bytes_);
+  }
+  return parsed_ ? &request_ : nullptr;
+}
+
+void RequestCache::Done(size_t request_bytes, size_t response_bytes) {
+  if (request_bytes <= kKeepBytes && response_bytes <= kKeepBytes) return;
+  std::string().swap(bytes_);
+  std::string().swap(incoming_);
+  request_ = inference::ModelInferRequest();
+  response_ = inference::ModelInferResponse();
+  parsed_ = false;
+}
+
+}  // namespace kjit::server
