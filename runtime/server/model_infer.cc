@@ -79,7 +79,8 @@ grpc::Status InferenceService::InferBytes(const grpc::ByteBuffer& req, grpc::Byt
   const inference::ModelInferRequest* parsed = cache.Parse();
   if (parsed == nullptr) {
     cache.Done(request_bytes, 0);
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the request is not a serialized inference.ModelInferRequest");
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the request is not a serialized inference.ModelInferRequest");
   }
   inference::ModelInferResponse* out = cache.response();
   const Status s = Execute(*parsed, out);
