@@ -6,6 +6,8 @@ response area of `capacity` bytes each. Create it, register it with kjitd
 (SystemSharedMemoryRegister, key = LaunchRing.key), open it (kjit.v1.KernelService/OpenRing with
 the region's name), then call(): the serialized inference.ModelInferRequest goes in, and the
 call's gRPC status code, message and serialized ModelInferResponse come back. One call at a time.
+kjitd parses a request only when its bytes differ from the previous call's on the ring: a caller
+with fixed buffers can serialize its request once and send the same bytes on every call.
 
 Stores are plain aligned 4-byte writes in program order (x86-64 keeps their order); the daemon's
 poller is woken with FUTEX_WAKE when it says it sleeps, and waiting for the answer spins with
