@@ -137,6 +137,10 @@ class Event {
 class DeviceBuffer {
  public:
   static StatusOr<DeviceBuffer> Alloc(size_t bytes);  // bytes > 0
+  // Stream-ordered (cuMemAllocAsync on `stream`, freed with cuMemFreeAsync on it, after the work
+  // queued before the free); plain cuMemAlloc on a device without memory pools (stream_ordered()
+  // false: free it only once the stream's work that uses it has finished). bytes > 0.
+  static StatusOr<DeviceBuffer> AllocOnStream(size_t bytes, CUstream stream);
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -145,16 +149,18 @@ class DeviceBuffer {
 
   CUdeviceptr get() const { return ptr_; }
   size_t size() const { return size_; }
+  bool stream_ordered() const { return stream_ != nullptr; }
   // Synchronous copies; OutOfRange when [offset, offset + bytes) is not inside the buffer.
   Status CopyFromHost(const void* src, size_t bytes, size_t offset = 0);
   Status CopyToHost(void* dst, size_t bytes, size_t offset = 0) const;
   Status Fill(uint8_t byte);
 
  private:
-  DeviceBuffer(CUdeviceptr p, size_t n) : ptr_(p), size_(n) {}
+  DeviceBuffer(CUdeviceptr p, size_t n, CUstream stream = nullptr) : ptr_(p), size_(n), stream_(stream) {}
   void Reset();
   CUdeviceptr ptr_ = 0;
   size_t size_ = 0;
+  CUstream stream_ = nullptr;  // set: allocated on this stream, freed on it
 };
 
 class Module {

@@ -23,14 +23,26 @@ StatusOr<DeviceBuffer> DeviceBuffer::Alloc(size_t bytes) {
   return DeviceBuffer(p, bytes);
 }
 
+StatusOr<DeviceBuffer> DeviceBuffer::AllocOnStream(size_t bytes, CUstream stream) {
+  if (bytes == 0) return absl::InvalidArgumentError("DeviceBuffer::AllocOnStream: 0 bytes");
+  KJIT_ASSIGN_OR_RETURN(const Api* api, Get());
+  CUdeviceptr p = 0;
+  const CUresult r = api->cuMemAllocAsync(&p, bytes, stream);
+  if (r == CUDA_ERROR_NOT_SUPPORTED) return Alloc(bytes);
+  KJIT_CU_RETURN_IF_ERROR(r, absl::StrCat("cuMemAllocAsync(", bytes, " bytes)"));
+  return DeviceBuffer(p, bytes, stream);
+}
+
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : ptr_(std::exchange(other.ptr_, 0)), size_(std::exchange(other.size_, 0)) {}
+    : ptr_(std::exchange(other.ptr_, 0)), size_(std::exchange(other.size_, 0)),
+      stream_(std::exchange(other.stream_, nullptr)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
     Reset();
     ptr_ = std::exchange(other.ptr_, 0);
     size_ = std::exchange(other.size_, 0);
+    stream_ = std::exchange(other.stream_, nullptr);
   }
   return *this;
 }
@@ -39,9 +51,16 @@ DeviceBuffer::~DeviceBuffer() { Reset(); }
 
 void DeviceBuffer::Reset() {
   if (ptr_ == 0) return;
-  if (const Api* api = LoadedApi()) api->cuMemFree(ptr_);
+  if (const Api* api = LoadedApi()) {
+    if (stream_ != nullptr) {
+      api->cuMemFreeAsync(ptr_, stream_);
+    } else {
+      api->cuMemFree(ptr_);
+    }
+  }
   ptr_ = 0;
   size_ = 0;
+  stream_ = nullptr;
 }
 
 Status DeviceBuffer::CopyFromHost(const void* src, size_t bytes, size_t offset) {

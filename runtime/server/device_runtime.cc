@@ -16,33 +16,17 @@ StatusOr<std::unique_ptr<DeviceRuntime>> DeviceRuntime::Create(const driver::Dev
       new DeviceRuntime(info, std::move(ctx), std::move(stream), std::move(readback)));
 }
 
-StatusOr<CUdeviceptr> DeviceRuntime::Grow(StreamBuffer* buf, size_t bytes) {
+StatusOr<CUdeviceptr> DeviceRuntime::Grow(std::optional<driver::DeviceBuffer>* buf, size_t bytes) {
   if (bytes == 0) bytes = 256;
-  if (buf->ptr != 0 && buf->size >= bytes) return buf->ptr;
-  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  if (*buf && (*buf)->size() >= bytes) return (*buf)->get();
   // Work queued on the stream may still use the old buffer: it is freed in stream order (or, from
   // a device without memory pools, after the stream has drained).
-  if (buf->ptr != 0 && !buf->stream_ordered) KJIT_RETURN_IF_ERROR(stream_.Synchronize());
-  buf->Release();
+  if (*buf && !(*buf)->stream_ordered()) KJIT_RETURN_IF_ERROR(stream_.Synchronize());
+  buf->reset();
   const size_t rounded = (bytes + (1u << 20) - 1) & ~size_t{(1u << 20) - 1};
-  CUdeviceptr p = 0;
-  CUresult r = api->cuMemAllocAsync(&p, rounded, stream_.get());
-  buf->stream_ordered = r != CUDA_ERROR_NOT_SUPPORTED;
-  if (!buf->stream_ordered) r = api->cuMemAlloc(&p, rounded);
-  KJIT_RETURN_IF_ERROR(driver::Check(r, absl::StrCat("allocating ", rounded, " bytes of device memory")));
-  buf->ptr = p;
-  buf->size = rounded;
-  buf->stream = stream_.get();
-  return p;
-}
-
-void DeviceRuntime::StreamBuffer::Release() {
-  if (ptr == 0) return;
-  if (auto api = driver::Get(); api.ok()) {
-    (void)(stream_ordered ? (*api)->cuMemFreeAsync(ptr, stream) : (*api)->cuMemFree(ptr));
-  }
-  ptr = 0;
-  size = 0;
+  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer b, driver::DeviceBuffer::AllocOnStream(rounded, stream_.get()));
+  buf->emplace(std::move(b));
+  return (*buf)->get();
 }
 
 StatusOr<uint8_t*> DeviceRuntime::GrowPinned(PinnedBuffer* buf, size_t bytes, unsigned register_flags,

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,9 +77,9 @@ class DeviceRuntime {
   // word is read only then: AcquireErrorWord hands out a page-locked word, mapped into the device,
   // for the launch's kernels to store their error word into (or for a copy queued after them)
   // (RESOURCE_EXHAUSTED with kMaxAsyncErrorWords launches in flight); HoldUntilDone with `watch`
-  // keeps it until Reap finds the work done and, when the word is nonzero, files watch.report(word) under each of watch.events (the
-  // launch's events: name, and the registration, so that a report never reaches a later event
-  // registered under the same name). Hold mu().
+  // keeps it until Reap finds the work done and, when the word is nonzero, files
+  // watch.report(word) under each of watch.events (the launch's events: name, and the registration,
+  // so that a report never reaches a later event registered under the same name). Hold mu().
   static constexpr size_t kMaxAsyncErrorWords = 4096;
   struct WatchedEvent {
     std::string name;
@@ -101,21 +102,8 @@ class DeviceRuntime {
  private:
   DeviceRuntime(driver::DeviceInfo info, driver::Context ctx, driver::Stream stream, driver::Stream readback)
       : info_(std::move(info)), ctx_(std::move(ctx)), stream_(std::move(stream)), readback_(std::move(readback)) {}
-  // Device memory from the stream-ordered allocator, owned by the stream: freed on it (after the
-  // work queued before) when replaced or destroyed. On a device without memory pools, plain device
-  // memory (stream_ordered false), freed after the stream has drained.
-  struct StreamBuffer {
-    CUdeviceptr ptr = 0;
-    size_t size = 0;
-    CUstream stream = nullptr;
-    bool stream_ordered = true;
-    StreamBuffer() = default;
-    StreamBuffer(const StreamBuffer&) = delete;
-    StreamBuffer& operator=(const StreamBuffer&) = delete;
-    ~StreamBuffer() { Release(); }
-    void Release();
-  };
-  StatusOr<CUdeviceptr> Grow(StreamBuffer* buf, size_t bytes);
+  // Buffers allocated on stream() (driver::DeviceBuffer::AllocOnStream).
+  StatusOr<CUdeviceptr> Grow(std::optional<driver::DeviceBuffer>* buf, size_t bytes);
   // Page-aligned host memory registered with the driver (cuMemHostRegister); freed on reset.
   struct PinnedBuffer {
     void* data = nullptr;
@@ -135,7 +123,7 @@ class DeviceRuntime {
   driver::Context ctx_;
   driver::Stream stream_, readback_;
   std::unique_ptr<kernels::LoadedKernels> kernels_;
-  StreamBuffer workspace_, staging_;
+  std::optional<driver::DeviceBuffer> workspace_, staging_;
   // AcquireAsyncStaging's blocks (declared before in_flight_, whose refs hand blocks back into
   // free_staging_ when they are destroyed) and the free ones by size.
   std::vector<std::unique_ptr<PinnedBuffer>> async_staging_;
