@@ -267,23 +267,22 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
   };
 
   KJIT_ASSIGN_OR_RETURN(std::unique_ptr<LaunchRing> ring, LaunchRing::Open(&x, 1u << 20));
-  auto ring_infer = [&ring](const inference::ModelInferRequest& req) {
-    return [&ring, bytes = req.SerializeAsString()]() -> Status {
-      inference::ModelInferResponse resp;  // parsed, as a client does with the answer
-      const grpc::Status s = ring->Infer(bytes, &resp);
-      if (!s.ok()) return absl::InternalError("ModelInfer on the ring: " + s.error_message());
-      return absl::OkStatus();
-    };
+  // One ModelInfer on the ring; the client parses the response, as a client does with the answer.
+  auto ring_call = [&ring](const std::string& bytes) -> Status {
+    inference::ModelInferResponse resp;
+    const grpc::Status s = ring->Infer(bytes, &resp);
+    if (!s.ok()) return absl::InternalError("ModelInfer on the ring: " + s.error_message());
+    return absl::OkStatus();
+  };
+  auto ring_infer = [&ring_call](const inference::ModelInferRequest& req) {
+    return [&ring_call, bytes = req.SerializeAsString()] { return ring_call(bytes); };
   };
   // The same, with a new request id on every call: the client serializes each request and the
   // daemon parses each one (it skips the parse of bytes equal to the previous request's).
-  auto ring_infer_new_id = [&ring](const inference::ModelInferRequest& req) {
-    return [&ring, r = req, n = uint64_t{0}]() mutable -> Status {
+  auto ring_infer_new_id = [&ring_call](const inference::ModelInferRequest& req) {
+    return [&ring_call, r = req, n = uint64_t{0}]() mutable {
       r.set_id(absl::StrCat("bench-", ++n));
-      inference::ModelInferResponse resp;
-      const grpc::Status s = ring->Infer(r.SerializeAsString(), &resp);
-      if (!s.ok()) return absl::InternalError("ModelInfer on the ring: " + s.error_message());
-      return absl::OkStatus();
+      return ring_call(r.SerializeAsString());
     };
   };
 

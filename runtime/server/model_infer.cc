@@ -75,23 +75,20 @@ grpc::Status InferenceService::InferBytes(const grpc::ByteBuffer& req, grpc::Byt
   std::string* bytes = cache.incoming();
   bytes->clear();
   for (const grpc::Slice& s : slices) bytes->append(reinterpret_cast<const char*>(s.begin()), s.size());
-  const size_t request_bytes = bytes->size();
   const inference::ModelInferRequest* parsed = cache.Parse();
   if (parsed == nullptr) {
-    cache.Done(request_bytes, 0);
+    cache.Done(0);
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the request is not a serialized inference.ModelInferRequest");
   }
   inference::ModelInferResponse* out = cache.response();
   const Status s = Execute(*parsed, out);
-  size_t response_bytes = 0;
   grpc::Status status = ToGrpc(s);
   if (s.ok()) {
-    response_bytes = out->ByteSizeLong();
     bool own_buffer = false;
     status = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(*out, resp, &own_buffer);
   }
-  cache.Done(request_bytes, response_bytes);
+  cache.Done(s.ok() ? resp->Length() : 0);
   return status;
 }
 

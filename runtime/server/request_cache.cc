@@ -10,8 +10,8 @@ const inference::ModelInferRequest* RequestCache::Parse() {
   return parsed_ ? &request_ : nullptr;
 }
 
-void RequestCache::Done(size_t request_bytes, size_t response_bytes) {
-  if (request_bytes <= kKeepBytes && response_bytes <= kKeepBytes) return;
+void RequestCache::Done(size_t response_bytes) {
+  if (bytes_.size() <= kKeepBytes && response_bytes <= kKeepBytes) return;
   std::string().swap(bytes_);
   std::string().swap(incoming_);
   request_ = inference::ModelInferRequest();

@@ -28,9 +28,9 @@ class RequestCache {
     response_.Clear();
     return &response_;
   }
-  // After the answer of a request of `request_bytes` whose response serialized to `response_bytes`:
-  // drops the buffers if either was large.
-  void Done(size_t request_bytes, size_t response_bytes);
+  // After the answer, whose response serialized to `response_bytes`: drops the buffers if the
+  // request or the response was large.
+  void Done(size_t response_bytes);
 
  private:
   std::string bytes_, incoming_;  // bytes_: the bytes request_ was parsed from

@@ -78,7 +78,7 @@ class RingPoller {
     KJIT_RETURN_IF_ERROR(Put(&h->response_seq, seq));
     KJIT_ASSIGN_OR_RETURN(const uint32_t sleeping, ipc::GuardedLoad32(&h->client_sleeping, "the launch ring"));
     if (sleeping != 0) ipc::FutexWakeAll(&h->response_seq);
-    cache_.Done(n, out.size());
+    cache_.Done(out.size());
     if (out.size() > RequestCache::kKeepBytes) std::string().swap(out_);
     return absl::OkStatus();
   }
