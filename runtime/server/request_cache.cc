@@ -11,9 +11,10 @@ const inference::ModelInferRequest* RequestCache::Parse() {
 }
 
 void RequestCache::Done(size_t response_bytes) {
-  if (bytes_.size() <= kKeepBytes && response_bytes <= kKeepBytes) return;
+  if (bytes_.size() <= kKeepBytes && response_bytes <= kKeepBytes && outgoing_.capacity() <= kKeepBytes) return;
   std::string().swap(bytes_);
   std::string().swap(incoming_);
+  std::string().swap(outgoing_);
   request_ = inference::ModelInferRequest();
   response_ = inference::ModelInferResponse();
   parsed_ = false;

@@ -28,12 +28,15 @@ class RequestCache {
     response_.Clear();
     return &response_;
   }
+  // Where a transport that serializes into a string (a launch ring) puts the response's bytes.
+  std::string* outgoing() { return &outgoing_; }
   // After the answer, whose response serialized to `response_bytes`: drops the buffers if the
-  // request or the response was large.
+  // request or the response was large (also a response too large to send, already cleared from
+  // outgoing()).
   void Done(size_t response_bytes);
 
  private:
-  std::string bytes_, incoming_;  // bytes_: the bytes request_ was parsed from
+  std::string bytes_, incoming_, outgoing_;  // bytes_: the bytes request_ was parsed from
   inference::ModelInferRequest request_;
   bool parsed_ = false;
   inference::ModelInferResponse response_;

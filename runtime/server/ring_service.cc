@@ -39,7 +39,7 @@ class RingPoller {
   // Runs one request and publishes its answer under `seq`.
   Status Serve(uint32_t seq) {
     ipc::RingHeader* h = header();
-    std::string& out = out_;
+    std::string& out = *cache_.outgoing();
     out.clear();
     Status call = absl::OkStatus();
     KJIT_ASSIGN_OR_RETURN(const uint32_t n, ipc::GuardedLoad32(&h->request_bytes, "the launch ring"));
@@ -79,7 +79,6 @@ class RingPoller {
     KJIT_ASSIGN_OR_RETURN(const uint32_t sleeping, ipc::GuardedLoad32(&h->client_sleeping, "the launch ring"));
     if (sleeping != 0) ipc::FutexWakeAll(&h->response_seq);
     cache_.Done(out.size());
-    if (out.size() > RequestCache::kKeepBytes) std::string().swap(out_);
     return absl::OkStatus();
   }
 
@@ -125,7 +124,6 @@ class RingPoller {
   std::chrono::microseconds spin_;
   // Serve's messages and buffers, kept across requests (this thread alone uses them).
   RequestCache cache_;
-  std::string out_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> finished_{false};
   std::thread thread_;
