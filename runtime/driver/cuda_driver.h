@@ -163,6 +163,30 @@ class DeviceBuffer {
   CUstream stream_ = nullptr;  // set: allocated on this stream, freed on it
 };
 
+// Page-aligned host memory page-locked with cuMemHostRegister(flags); with
+// CU_MEMHOSTREGISTER_DEVICEMAP also mapped into the device (DevicePointer). Unregistered and freed
+// on destruction: only once no queued work uses it.
+class PinnedHostBuffer {
+ public:
+  static StatusOr<PinnedHostBuffer> Alloc(size_t bytes, unsigned register_flags = 0);  // rounded up to 4 KiB
+  PinnedHostBuffer(PinnedHostBuffer&& other) noexcept;
+  PinnedHostBuffer& operator=(PinnedHostBuffer&& other) noexcept;
+  PinnedHostBuffer(const PinnedHostBuffer&) = delete;
+  PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
+  ~PinnedHostBuffer();
+
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  // The device address of data() (a buffer registered with CU_MEMHOSTREGISTER_DEVICEMAP).
+  StatusOr<CUdeviceptr> DevicePointer() const;
+
+ private:
+  PinnedHostBuffer(uint8_t* data, size_t n) : data_(data), size_(n) {}
+  void Reset();
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 class Module {
  public:
   static StatusOr<Module> Load(const std::vector<char>& cubin);

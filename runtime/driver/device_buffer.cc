@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -83,6 +84,49 @@ Status DeviceBuffer::Fill(uint8_t byte) {
   if (ptr_ == 0) return absl::FailedPreconditionError("Fill on an empty DeviceBuffer");
   KJIT_ASSIGN_OR_RETURN(const Api* api, Get());
   return Check(api->cuMemsetD8(ptr_, byte, size_), "cuMemsetD8");
+}
+
+StatusOr<PinnedHostBuffer> PinnedHostBuffer::Alloc(size_t bytes, unsigned register_flags) {
+  constexpr size_t kPage = 4096;
+  const size_t rounded = bytes <= kPage ? kPage : (bytes + kPage - 1) & ~(kPage - 1);
+  KJIT_ASSIGN_OR_RETURN(const Api* api, Get());
+  auto* data = static_cast<uint8_t*>(std::aligned_alloc(kPage, rounded));
+  if (data == nullptr) return absl::ResourceExhaustedError(absl::StrCat("no host memory for ", rounded, " bytes to page-lock"));
+  const CUresult r = api->cuMemHostRegister(data, rounded, register_flags);
+  if (r != CUDA_SUCCESS) {
+    std::free(data);
+    return Check(r, absl::StrCat("cuMemHostRegister(", rounded, " bytes)"));
+  }
+  return PinnedHostBuffer(data, rounded);
+}
+
+PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+PinnedHostBuffer::~PinnedHostBuffer() { Reset(); }
+
+void PinnedHostBuffer::Reset() {
+  if (data_ == nullptr) return;
+  if (const Api* api = LoadedApi()) api->cuMemHostUnregister(data_);
+  std::free(data_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+StatusOr<CUdeviceptr> PinnedHostBuffer::DevicePointer() const {
+  KJIT_ASSIGN_OR_RETURN(const Api* api, Get());
+  CUdeviceptr dev = 0;
+  KJIT_CU_RETURN_IF_ERROR(api->cuMemHostGetDevicePointer(&dev, data_, 0), "cuMemHostGetDevicePointer");
+  return dev;
 }
 
 }  // namespace kjit::driver

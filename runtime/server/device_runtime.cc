@@ -1,7 +1,5 @@
 #include "runtime/server/device_runtime.h"
 
-#include <cstdlib>
-
 #include "absl/strings/str_cat.h"
 #include "runtime/server/log.h"
 
@@ -29,61 +27,36 @@ StatusOr<CUdeviceptr> DeviceRuntime::Grow(std::optional<driver::DeviceBuffer>* b
   return (*buf)->get();
 }
 
-StatusOr<uint8_t*> DeviceRuntime::GrowPinned(PinnedBuffer* buf, size_t bytes, unsigned register_flags,
-                                              size_t granule) {
-  if (buf->data != nullptr && buf->size >= bytes) return static_cast<uint8_t*>(buf->data);
+StatusOr<uint8_t*> DeviceRuntime::GrowPinned(std::optional<driver::PinnedHostBuffer>* buf, size_t bytes,
+                                              unsigned register_flags) {
+  if (*buf && (*buf)->size() >= bytes) return (*buf)->data();
   // No queued copy uses the old buffer: its users synchronize before releasing mu().
-  buf->Reset();
-  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
-  const size_t rounded = bytes <= 4096 ? 4096 : (bytes + granule - 1) & ~(granule - 1);
-  void* data = std::aligned_alloc(4096, rounded);
-  if (data == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat("no host memory for ", rounded, " bytes of pinned staging"));
-  }
-  Status s = driver::Check(api->cuMemHostRegister(data, rounded, register_flags),
-                           absl::StrCat("cuMemHostRegister(", rounded, " bytes of host staging)"));
-  if (!s.ok()) {
-    std::free(data);
-    return s;
-  }
-  buf->data = data;
-  buf->size = rounded;
-  return static_cast<uint8_t*>(data);
+  buf->reset();
+  constexpr size_t kGranule = size_t{1} << 20;
+  const size_t rounded = bytes <= 4096 ? bytes : (bytes + kGranule - 1) & ~(kGranule - 1);
+  KJIT_ASSIGN_OR_RETURN(driver::PinnedHostBuffer b, driver::PinnedHostBuffer::Alloc(rounded, register_flags));
+  buf->emplace(std::move(b));
+  return (*buf)->data();
 }
 
-void DeviceRuntime::PinnedBuffer::Reset() {
-  if (data == nullptr) return;
-  if (auto api = driver::Get(); api.ok()) (void)(*api)->cuMemHostUnregister(data);
-  std::free(data);
-  data = nullptr;
-  size = 0;
-}
-
-// Page-locked host memory mapped into the device: its device address, or an error (the buffer is
-// then released).
-StatusOr<CUdeviceptr> DeviceRuntime::MapPinned(PinnedBuffer* buf, size_t bytes) {
-  KJIT_ASSIGN_OR_RETURN(uint8_t* page, GrowPinned(buf, bytes, CU_MEMHOSTREGISTER_DEVICEMAP));
-  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
-  CUdeviceptr dev = 0;
-  Status s = driver::Check(api->cuMemHostGetDevicePointer(&dev, page, 0), "cuMemHostGetDevicePointer(error words)");
-  if (!s.ok()) {
-    buf->Reset();
-    return s;
-  }
+StatusOr<CUdeviceptr> DeviceRuntime::MapPinned(std::optional<driver::PinnedHostBuffer>* buf, size_t bytes) {
+  KJIT_RETURN_IF_ERROR(GrowPinned(buf, bytes, CU_MEMHOSTREGISTER_DEVICEMAP).status());
+  StatusOr<CUdeviceptr> dev = (*buf)->DevicePointer();
+  if (!dev.ok()) buf->reset();
   return dev;
 }
 
 StatusOr<DeviceRuntime::MappedWord> DeviceRuntime::MappedErrorWord() {
-  if (mapped_word_.data == nullptr) {
+  if (!mapped_word_) {
     KJIT_ASSIGN_OR_RETURN(mapped_word_device_, MapPinned(&mapped_word_, sizeof(uint32_t)));
   }
-  return MappedWord{static_cast<uint32_t*>(mapped_word_.data), mapped_word_device_};
+  return MappedWord{reinterpret_cast<uint32_t*>(mapped_word_->data()), mapped_word_device_};
 }
 
 StatusOr<DeviceRuntime::MappedWord> DeviceRuntime::AcquireErrorWord() {
-  if (async_words_.data == nullptr) {
+  if (!async_words_) {
     KJIT_ASSIGN_OR_RETURN(async_words_device_, MapPinned(&async_words_, kMaxAsyncErrorWords * sizeof(uint32_t)));
-    uint32_t* words = static_cast<uint32_t*>(async_words_.data);
+    uint32_t* words = reinterpret_cast<uint32_t*>(async_words_->data());
     for (size_t i = kMaxAsyncErrorWords; i-- > 0;) free_words_.push_back(words + i);
   }
   if (free_words_.empty()) {
@@ -94,7 +67,7 @@ StatusOr<DeviceRuntime::MappedWord> DeviceRuntime::AcquireErrorWord() {
   uint32_t* w = free_words_.back();
   free_words_.pop_back();
   *static_cast<volatile uint32_t*>(w) = 0;
-  const size_t offset = reinterpret_cast<uint8_t*>(w) - static_cast<uint8_t*>(async_words_.data);
+  const size_t offset = reinterpret_cast<uint8_t*>(w) - async_words_->data();
   return MappedWord{w, async_words_device_ + offset};
 }
 
@@ -124,14 +97,14 @@ StatusOr<std::shared_ptr<uint8_t>> DeviceRuntime::AcquireAsyncStaging(size_t byt
       }
       while (!free_staging_.empty() && async_staging_bytes_ + size > kMaxAsyncStagingBytes) {
         auto it = free_staging_.begin();
-        std::erase_if(async_staging_, [&](const auto& b) { return b->data == it->second; });
+        std::erase_if(async_staging_, [&](const driver::PinnedHostBuffer& b) { return b.data() == it->second; });
         async_staging_bytes_ -= it->first;
         free_staging_.erase(it);
       }
     }
-    auto buf = std::make_unique<PinnedBuffer>();
-    KJIT_ASSIGN_OR_RETURN(block, GrowPinned(buf.get(), size, 0, 4096));
-    async_staging_bytes_ += buf->size;
+    KJIT_ASSIGN_OR_RETURN(driver::PinnedHostBuffer buf, driver::PinnedHostBuffer::Alloc(size));
+    block = buf.data();
+    async_staging_bytes_ += buf.size();
     async_staging_.push_back(std::move(buf));
   }
   return std::shared_ptr<uint8_t>(block, [this, size](uint8_t* b) { free_staging_.emplace(size, b); });

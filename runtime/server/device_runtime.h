@@ -104,20 +104,10 @@ class DeviceRuntime {
       : info_(std::move(info)), ctx_(std::move(ctx)), stream_(std::move(stream)), readback_(std::move(readback)) {}
   // Buffers allocated on stream() (driver::DeviceBuffer::AllocOnStream).
   StatusOr<CUdeviceptr> Grow(std::optional<driver::DeviceBuffer>* buf, size_t bytes);
-  // Page-aligned host memory registered with the driver (cuMemHostRegister); freed on reset.
-  struct PinnedBuffer {
-    void* data = nullptr;
-    size_t size = 0;
-    PinnedBuffer() = default;
-    PinnedBuffer(const PinnedBuffer&) = delete;
-    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-    ~PinnedBuffer() { Reset(); }
-    void Reset();
-  };
-  // Sizes round up to 4 KiB, past that to `granule` (a power of two).
-  StatusOr<uint8_t*> GrowPinned(PinnedBuffer* buf, size_t bytes, unsigned register_flags = 0,
-                                size_t granule = size_t{1} << 20);
-  StatusOr<CUdeviceptr> MapPinned(PinnedBuffer* buf, size_t bytes);
+  // Page-locked host buffers of at least `bytes` (grown, never shrunk; contents not kept); sizes
+  // past 4 KiB round up to 1 MiB. MapPinned also maps the buffer into the device: its device address.
+  StatusOr<uint8_t*> GrowPinned(std::optional<driver::PinnedHostBuffer>* buf, size_t bytes, unsigned register_flags = 0);
+  StatusOr<CUdeviceptr> MapPinned(std::optional<driver::PinnedHostBuffer>* buf, size_t bytes);
 
   driver::DeviceInfo info_;
   driver::Context ctx_;
@@ -126,7 +116,7 @@ class DeviceRuntime {
   std::optional<driver::DeviceBuffer> workspace_, staging_;
   // AcquireAsyncStaging's blocks (declared before in_flight_, whose refs hand blocks back into
   // free_staging_ when they are destroyed) and the free ones by size.
-  std::vector<std::unique_ptr<PinnedBuffer>> async_staging_;
+  std::vector<driver::PinnedHostBuffer> async_staging_;
   std::multimap<size_t, uint8_t*> free_staging_;
   size_t async_staging_bytes_ = 0;  // registered, in use or free
   struct InFlight {
@@ -136,7 +126,7 @@ class DeviceRuntime {
   };
   std::deque<InFlight> in_flight_;
   std::vector<driver::Event> spare_events_;  // completion events of reaped launches, for reuse
-  PinnedBuffer pinned_staging_, async_words_, mapped_word_;
+  std::optional<driver::PinnedHostBuffer> pinned_staging_, async_words_, mapped_word_;
   CUdeviceptr mapped_word_device_ = 0;
   std::vector<uint32_t*> free_words_;
   CUdeviceptr async_words_device_ = 0;  // the device address of async_words_

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "runtime/driver/cuda_driver.h"
@@ -21,15 +21,10 @@ class StreamHold {
  public:
   static StatusOr<std::unique_ptr<StreamHold>> Start(CUstream stream, std::chrono::milliseconds limit) {
     KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
-    std::unique_ptr<StreamHold> h(new StreamHold(stream));
-    h->flag_ = static_cast<uint32_t*>(std::aligned_alloc(4096, 4096));
-    if (h->flag_ == nullptr) return absl::ResourceExhaustedError("no memory for the stream hold's flag");
-    *h->flag_ = 0;
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemHostRegister(h->flag_, 4096, CU_MEMHOSTREGISTER_DEVICEMAP),
-                                       "cuMemHostRegister(flag)"));
-    h->registered_ = true;
-    CUdeviceptr dev = 0;
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemHostGetDevicePointer(&dev, h->flag_, 0), "flag device pointer"));
+    KJIT_ASSIGN_OR_RETURN(driver::PinnedHostBuffer flag,
+                          driver::PinnedHostBuffer::Alloc(sizeof(uint32_t), CU_MEMHOSTREGISTER_DEVICEMAP));
+    std::unique_ptr<StreamHold> h(new StreamHold(stream, std::move(flag)));
+    KJIT_ASSIGN_OR_RETURN(const CUdeviceptr dev, h->flag_->DevicePointer());
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitValue32(stream, dev, 1, CU_STREAM_WAIT_VALUE_GEQ),
                                        "cuStreamWaitValue32(flag)"));
     StreamHold* raw = h.get();
@@ -50,22 +45,20 @@ class StreamHold {
   }
   ~StreamHold() {
     Release();
-    auto api = driver::Get();
-    if (registered_ && api.ok()) {
+    if (auto api = driver::Get(); api.ok()) {
       (void)(*api)->cuStreamSynchronize(stream_);  // the wait has passed: the flag can go
-      (void)(*api)->cuMemHostUnregister(flag_);
     }
-    std::free(flag_);
+    flag_.reset();
   }
 
  private:
-  explicit StreamHold(CUstream stream) : stream_(stream) {}
-  void Open() {
-    __atomic_store_n(flag_, 1u, __ATOMIC_RELEASE);
+  StreamHold(CUstream stream, driver::PinnedHostBuffer flag) : stream_(stream), flag_(std::move(flag)) {
+    *Word() = 0;
   }
+  uint32_t* Word() { return reinterpret_cast<uint32_t*>(flag_->data()); }
+  void Open() { __atomic_store_n(Word(), 1u, __ATOMIC_RELEASE); }
   CUstream stream_;
-  uint32_t* flag_ = nullptr;
-  bool registered_ = false;
+  std::optional<driver::PinnedHostBuffer> flag_;  // page-locked, mapped into the device
   std::mutex mu_;
   std::condition_variable cv_;
   bool released_ = false;

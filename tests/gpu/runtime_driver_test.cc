@@ -70,6 +70,30 @@ TEST_F(WithDriver, BufferRoundTripAndRangeChecks) {
   EXPECT_EQ(moved.size(), 4099u);
 }
 
+// Page-locked host memory mapped into the device: the device's writes through DevicePointer()
+// land in data(); sizes round up to whole pages; a move leaves the source empty.
+TEST_F(WithDriver, PinnedHostBufferIsMappedIntoTheDevice) {
+  auto buf = PinnedHostBuffer::Alloc(4099, CU_MEMHOSTREGISTER_DEVICEMAP);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  EXPECT_EQ(buf->size(), 8192u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(buf->data()) % 4096, 0u);
+  std::fill(buf->data(), buf->data() + buf->size(), uint8_t{0});
+  auto dev = buf->DevicePointer();
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  auto api = Get();
+  ASSERT_TRUE(api.ok());
+  ASSERT_EQ((*api)->cuMemsetD8(*dev + 5, 0x5C, 4000), CUDA_SUCCESS);
+  ASSERT_EQ((*api)->cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(buf->data()[4], 0);
+  EXPECT_EQ(buf->data()[5], 0x5C);
+  EXPECT_EQ(buf->data()[4004], 0x5C);
+  EXPECT_EQ(buf->data()[4005], 0);
+  PinnedHostBuffer moved = std::move(*buf);
+  EXPECT_EQ(buf->data(), nullptr);
+  EXPECT_EQ(moved.size(), 8192u);
+  EXPECT_EQ(moved.data()[5], 0x5C);
+}
+
 TEST_F(WithDriver, EventsTimeAStreamAndGraphsReplay) {
   auto stream = Stream::Create();
   auto start = Event::Create();

@@ -69,6 +69,7 @@ TEST(DriverTest, AvailabilityIsReportedCleanly) {
   EXPECT_EQ(Stream::Create().status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(Event::Create().status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(DeviceBuffer::Alloc(64).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(PinnedHostBuffer::Alloc(64).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(Module::Load(std::vector<char>(16, 0)).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
