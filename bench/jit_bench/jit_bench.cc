@@ -26,7 +26,7 @@
 #include "jit_cache/cli/args.h"
 #include "jit_cache/cubin_cache.h"
 #include "runtime/driver/cuda_driver.h"
-#include "runtime/kernels/catalog.h"
+#include "runtime/kernels/registry.h"
 #include "runtime/kernels/kernel_compiler.h"
 #include "runtime/nvrtc/compiler.h"
 

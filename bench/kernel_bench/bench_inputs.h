@@ -9,7 +9,7 @@
 
 #include "runtime/common/status.h"
 #include "runtime/driver/cuda_driver.h"
-#include "runtime/kernels/mla_verify_args.h"
+#include "runtime/kernels/mla_verify/args.h"
 
 namespace kjit::bench {
 

@@ -1,4 +1,4 @@
-// kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile 0|1|2|3] [--only LABEL] [--define NAME=VALUE]
+// kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|64x64] [--only LABEL] [--define NAME=VALUE]
 //              [--compile-only]
 // Roofline of the mla_verify kernel on the H200: KERNEL.md's seven shapes, a batch sweep (H8 D16
 // P16k each) and a prefix sweep (H8 D16, 1k..256k). Per row: model bytes and FLOPs, floor =
@@ -6,8 +6,9 @@
 // median time over >= 50 event-timed launches (split + combine + error-word reset) after warm-up,
 // eager (host enqueue per step) and replayed from a captured CUDA graph (what SGLang's graph runner sees),
 // inputs rotated past the L2. Sanity-checks small cases against the float64 reference first.
-// --tile forces the split kernel's tile (1: 16x32, 2: 32x16, the 99 KB mma.sync tiles of
-// sm_80/sm_120; 3: the 64x64 mma.sync tile) on any device, so they can be timed on the H200.
+// --tile forces the split kernel's tile (32x16: the 99 KB mma.sync tile of sm_80/sm_120; 64x64: the
+// mma.sync tile of sm_100) on any device, so they can be timed on the H200; arch (the default) is
+// the device's own.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,8 +22,9 @@
 #include "bench/kernel_bench/graph.h"
 #include "bench/kernel_bench/sanity.h"
 #include "runtime/kernels/kernel_compiler.h"
-#include "runtime/kernels/mla_verify_launch.h"
-#include "runtime/kernels/mla_verify_plan.h"
+#include "runtime/kernels/mla_verify/launch.h"
+#include "kernel_sources/mla_verify/traits.h"
+#include "runtime/kernels/mla_verify/plan.h"
 
 namespace kjit::bench {
 namespace {
@@ -31,7 +33,7 @@ struct Options {
   std::string out;
   int reps = 60;
   std::vector<int> splits = {0};  // forced split counts, one row each; 0 = the plan's choice
-  int tile = 0;  // MlaVerifyProblem::force_tile
+  int tile = 0;  // MlaVerifyPlanOptions::tile (mla::TileId)
   std::string only;  // run only shapes whose label contains this
   std::string define;  // extra -D for the mla_verify programs (kernel experiments; skips sanity)
   bool compile_only = false;
@@ -117,10 +119,9 @@ Status Run(const Options& opt) {
     const int rotations = static_cast<int>(std::min<double>(16, std::max<double>(1, 3 * 60e6 / (bytes + 1))));
     KJIT_ASSIGN_OR_RETURN(BenchInputs in, BenchInputs::Create(s, rotations, 1000 + s.prefix));
     for (int splits : opt.splits) {
-      kernels::MlaVerifyProblem p = in.problem();
-      p.force_num_splits = splits;
-      p.force_tile = opt.tile;
-      KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, kernels::PlanMlaVerify(p, dev));
+      const kernels::MlaVerifyProblem p = in.problem();
+      KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan,
+                            kernels::PlanMlaVerify(p, dev, {.tile = opt.tile, .num_splits = splits}));
       KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer ws, driver::DeviceBuffer::Alloc(plan.workspace_bytes));
       auto launch = [&](int i) {
         return kernels::LaunchMlaVerify(*table, plan, p, in.Buffers(i, ws.get()), stream.get());
@@ -177,7 +178,12 @@ int main(int argc, char** argv) {
         if (*c == ',') ++c;
       }
     } else if (!std::strcmp(argv[i], "--tile") && i + 1 < argc) {
-      opt.tile = std::atoi(argv[++i]);
+      const std::string t = argv[++i];
+      opt.tile = t == "32x16" ? kjit::mla::kTile32x16 : t == "64x64" ? kjit::mla::kTile64x64 : t == "arch" ? 0 : -1;
+      if (opt.tile < 0) {
+        std::fprintf(stderr, "kernel_bench: --tile takes arch, 32x16 or 64x64, not %s\n", t.c_str());
+        return 2;
+      }
     } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
       opt.only = argv[++i];
     } else if (!std::strcmp(argv[i], "--define") && i + 1 < argc) {
@@ -186,7 +192,7 @@ int main(int argc, char** argv) {
       opt.compile_only = true;
     } else {
       std::fprintf(stderr,
-                   "usage: kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile 0|1|2|3] [--only LABEL] "
+                   "usage: kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|64x64] [--only LABEL] "
                    "[--define NAME=VALUE] [--compile-only]\n");
       return 2;
     }

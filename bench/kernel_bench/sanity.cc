@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/kernels/mla_verify_launch.h"
+#include "runtime/kernels/mla_verify/launch.h"
 #include "tests/gpu/device_case.h"
 #include "tests/reference/mla_reference.h"
 
@@ -12,11 +12,10 @@ namespace kjit::bench {
 namespace {
 
 Status RunCase(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev, CUstream stream,
-               const reference::CaseSpec& spec, int force_tile) {
+               const reference::CaseSpec& spec, int tile) {
   const reference::MlaCase c = reference::MakeCase(spec);
-  kernels::MlaVerifyProblem p = c.problem;
-  p.force_tile = force_tile;
-  KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, kernels::PlanMlaVerify(p, dev));
+  const kernels::MlaVerifyProblem& p = c.problem;
+  KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, kernels::PlanMlaVerify(p, dev, {.tile = tile}));
   KJIT_ASSIGN_OR_RETURN(std::unique_ptr<gputest::DeviceCase> d,
                         gputest::DeviceCase::Create(c, plan.workspace_bytes));  // outputs poisoned
   KJIT_RETURN_IF_ERROR(kernels::LaunchMlaVerify(kernels, plan, p, d->Buffers(p.write_lse), stream));
@@ -38,7 +37,7 @@ Status RunCase(const kernels::KernelTable& kernels, const driver::DeviceInfo& de
 }  // namespace
 
 Status CheckAgainstReference(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev, CUstream stream,
-                             int force_tile) {
+                             int tile) {
   std::vector<reference::CaseSpec> specs(3);
   specs[0].seed = 11;
   specs[0].num_heads = 8;
@@ -60,7 +59,7 @@ Status CheckAgainstReference(const kernels::KernelTable& kernels, const driver::
   specs[2].is_causal = false;
   specs[2].k_scale = 0.5f;
   specs[2].v_scale = 2.0f;
-  for (const auto& s : specs) KJIT_RETURN_IF_ERROR(RunCase(kernels, dev, stream, s, force_tile));
+  for (const auto& s : specs) KJIT_RETURN_IF_ERROR(RunCase(kernels, dev, stream, s, tile));
   return absl::OkStatus();
 }
 

@@ -10,9 +10,9 @@
 namespace kjit::bench {
 
 // Runs a few reference cases (chain and random trees, bool and packed masks, padded requests, odd
-// P) through PlanMlaVerify + LaunchMlaVerify with the given MlaVerifyProblem::force_tile; Internal
+// P) through PlanMlaVerify + LaunchMlaVerify with the given MlaVerifyPlanOptions::tile; Internal
 // with the comparison's description on a miss.
 Status CheckAgainstReference(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev, CUstream stream,
-                             int force_tile);
+                             int tile);
 
 }  // namespace kjit::bench

@@ -42,8 +42,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/kernels/mla_verify_launch.h"
-#include "runtime/kernels/mla_verify_plan.h"
+#include "runtime/kernels/mla_verify/launch.h"
+#include "runtime/kernels/mla_verify/plan.h"
 #include "tests/e2e/daemon_process.h"
 #include "tests/e2e/e2e_client.h"
 

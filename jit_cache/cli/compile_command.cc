@@ -14,7 +14,7 @@
 #include "jit_cache/cli/commands.h"
 #include "jit_cache/cli/output.h"
 #include "jit_cache/cubin_cache.h"
-#include "runtime/kernels/catalog.h"
+#include "runtime/kernels/registry.h"
 #include "runtime/kernels/kernel_compiler.h"
 #include "runtime/nvrtc/compiler.h"
 

@@ -1,7 +1,7 @@
 // Entry source of the mla_verify family: the split kernel and the combine, instantiated per
 // specialization through NVRTC name expressions, e.g.
 //   kjit::mla::MlaVerifySplit<8, 0>   (H = 8, bool mask; the tile is the compiled arch's)
-//   kjit::mla::MlaVerifySplit<8, 0, 1> (the same with a forced TileId, for benchmarks)
+//   kjit::mla::MlaVerifySplit<8, 0, 1> (the same with a forced TileId, for tests and benchmarks)
 //   kjit::mla::MlaVerifyCombine<8>
 #include "mla_verify/combine.cuh"
 #include "mla_verify/split_kernel.cuh"
@@ -28,22 +28,18 @@ struct SplitTile {  // kTileArch off sm_90a
   using type = TileFor<UsesLargeTile(kArchMajor)>::type;
 };
 template <>
-struct SplitTile<kTile16x32> {
-  using type = ConfigSmall;
-};
-template <>
 struct SplitTile<kTile32x16> {
-  using type = ConfigSmall32;
+  using type = Tile32x16;
 };
 template <>
 struct SplitTile<kTile64x64> {
-  using type = ConfigLarge;
+  using type = Tile64x64;
 };
 
 template <int kTile>
 constexpr bool kSplitUsesWgmma = kTile == kTileArch && UsesWgmmaTile(kArchMajor);
 template <int kTile>
-constexpr int kSplitThreads = kSplitUsesWgmma<kTile> ? ConfigWgmma::kThreads : SplitTile<kTile>::type::kThreads;
+constexpr int kSplitThreads = kSplitUsesWgmma<kTile> ? TileWgmma64x64::kThreads : SplitTile<kTile>::type::kThreads;
 
 // kMask: 0 = bool bytes, 1 = packed bits (runtime/kernels MaskKind values). kTile: a TileId; the
 // default is the compiled arch's tile.

@@ -49,7 +49,7 @@ struct MlaVerifyParams {
   float v_scale;
 };
 
-// Error bits (same values as runtime/kernels/mla_verify_args.h's MlaVerifyError).
+// Error bits (same values as runtime/kernels/mla_verify/args.h's MlaVerifyError).
 constexpr unsigned kErrKvIndexOutOfRange = 1u << 0;
 constexpr unsigned kErrBadIndptr = 1u << 1;
 

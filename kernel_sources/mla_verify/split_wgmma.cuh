@@ -121,7 +121,7 @@ __device__ __forceinline__ void StageTreeBits(const TreeMask<kPacked>& mask, con
 
 template <int kHeads, bool kPackedMask>
 __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
-  using Cfg = ConfigWgmma;
+  using Cfg = TileWgmma64x64;
   constexpr int kTile = Cfg::kKvTile;                 // 64
   constexpr int kRows = Cfg::kRows;                   // 64
   constexpr int kThreads = Cfg::kThreads;             // 384

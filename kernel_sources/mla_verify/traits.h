@@ -48,14 +48,11 @@ struct TileConfig {
   static_assert(kChunksPerRow % 8 == 0, "the XOR swizzle permutes chunks within groups of 8");
 };
 
-// sm_100 (227 KB of shared memory per block; sm_90's before the warpgroup-MMA tile): 64 rows x 64
-// KV rows, 8 warps of mma.sync.
-using ConfigLarge = TileConfig<2, 2, 64>;
-// The first 99 KB tile: 16 rows x 32 KV rows, 4 warps (V quarters); kept for comparison.
-using ConfigSmall = TileConfig<1, 1, 32>;
+// sm_100 (227 KB of shared memory per block): 64 rows x 64 KV rows, 8 warps of mma.sync.
+using Tile64x64 = TileConfig<2, 2, 64>;
 // sm_80/sm_89/sm_120 (99 KB): 32 rows x 16 KV rows, 4 warps as 2 row groups x 2 V halves; every KV
-// row streamed serves twice the query rows of ConfigSmall (half the L2 traffic for H8 D16).
-using ConfigSmall32 = TileConfig<1, 2, 16, 2>;
+// row streamed serves 32 query rows (a 16-row tile would stream each KV row twice as often).
+using Tile32x16 = TileConfig<1, 2, 16, 2>;
 
 // Shared memory of one CTA. Row-major tiles of 1152-byte rows with 16-byte chunks XOR-swizzled by
 // (row % 8): ldmatrix's eight row addresses then hit eight different bank groups.
@@ -70,16 +67,15 @@ struct SmemPlan {
 
 constexpr int kSmemLimitLarge = 232448;  // 227 KB
 constexpr int kSmemLimitSmall = 101376;  // 99 KB
-static_assert(sizeof(SmemPlan<ConfigLarge>) <= kSmemLimitLarge, "large tile exceeds 227 KB");
-static_assert(sizeof(SmemPlan<ConfigSmall>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
-static_assert(sizeof(SmemPlan<ConfigSmall32>) <= kSmemLimitSmall, "small tile exceeds 99 KB");
+static_assert(sizeof(SmemPlan<Tile64x64>) <= kSmemLimitLarge, "64x64 tile exceeds 227 KB");
+static_assert(sizeof(SmemPlan<Tile32x16>) <= kSmemLimitSmall, "32x16 tile exceeds 99 KB");
 
 // The sm_90a tile (split_wgmma.cuh): 64 query rows x 64 KV rows; warpgroups 0 and 1 compute
 // ("seesaw": each takes Q.K^T and the softmax of every other tile and adds every tile's P.V into its
 // half of O), warpgroup 2 stages indices and gathers. The launch gives each thread 168 registers
 // (64,512 per CTA); the producer hands 112 of its own back and each consumer takes 56 more. Its
 // shared-memory plan is WgmmaSmem.
-struct ConfigWgmma {
+struct TileWgmma64x64 {
   static constexpr int kRows = 64;
   static constexpr int kKvTile = 64;
   static constexpr int kThreads = 384;
@@ -121,17 +117,17 @@ KJIT_MLA_HOST_DEVICE constexpr bool UsesWgmmaTile(int cc_major) { return cc_majo
 KJIT_MLA_HOST_DEVICE constexpr bool UsesLargeTile(int cc_major) { return cc_major == 10; }
 template <bool kLarge>
 struct TileFor {
-  using type = ConfigSmall32;
+  using type = Tile32x16;
 };
 template <>
 struct TileFor<true> {
-  using type = ConfigLarge;
+  using type = Tile64x64;
 };
 
 // Tiles a caller may force on any arch whose limits they fit (benchmarks and tests: the sm_120 tile
 // and the mma.sync 64 x 64 tile measured on an sm_90 device). kTileArch = the arch's own tile.
-enum TileId : int { kTileArch = 0, kTile16x32 = 1, kTile32x16 = 2, kTile64x64 = 3 };
-constexpr int kNumTileIds = 4;
+enum TileId : int { kTileArch = 0, kTile32x16 = 1, kTile64x64 = 2 };
+constexpr int kNumTileIds = 3;
 
 // Combine: CTAs of kCombineThreads threads, each thread 8 output columns of one query row (one
 // 16-byte load of bf16 partial O per state), kCombineBatch states per memory round trip.

@@ -42,7 +42,7 @@ constexpr int kKDim = 576;
 constexpr int kVDim = 512;
 constexpr int kDimsPerThread = kVDim / kThreads;
 
-// Same values as runtime/kernels/mla_verify_args.h's MlaVerifyError.
+// Same values as runtime/kernels/mla_verify/args.h's MlaVerifyError.
 constexpr unsigned kErrKvIndexOutOfRange = 1u << 0;
 constexpr unsigned kErrBadIndptr = 1u << 1;
 

@@ -1,6 +1,7 @@
-// The kernel catalog: every kernel family declares the specializations it wants compiled. A
-// specialization is one NVRTC program: a tiny generated prelude, then the family's entry source,
-// and name expressions (explicit template instantiations) whose lowered names NVRTC reports.
+// What a family compiles and what a launcher finds: a specialization is one NVRTC program (the
+// family's entry source with its name expressions, explicit template instantiations whose lowered
+// names NVRTC reports), and a KernelTable maps them to loaded functions. registry.h lists every
+// family's specializations (the catalog).
 #pragma once
 
 #include <cuda.h>
@@ -30,16 +31,6 @@ struct Specialization {
   // --arch flag). Unset means `arch` itself. mla_verify maps sm_90 to sm_90a (wgmma).
   std::function<std::string(std::string_view arch)> target_arch;
 };
-
-// Every specialization of every family, in a fixed order.
-const std::vector<Specialization>& Catalog();
-
-// Specializations of one family (empty when the family is unknown).
-std::vector<Specialization> FamilySpecializations(std::string_view family);
-
-// Family-provided lists; catalog.cc concatenates them.
-std::vector<Specialization> MlaVerifySpecializations();
-std::vector<Specialization> MlaVerifyNaiveSpecializations();
 
 // Loaded kernels of one device: what a launcher needs to find a CUfunction. Implemented by the
 // daemon (modules it loaded) and by the in-process client (cubins fetched with GetKernel). Every

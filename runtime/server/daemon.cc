@@ -3,9 +3,10 @@
 
 #include <algorithm>
 
-#include "runtime/kernels/catalog.h"
+#include "runtime/common/client_text.h"
+#include "runtime/kernels/registry.h"
 #include "runtime/server/daemon.h"
-#include "runtime/server/log.h"
+#include "runtime/common/log.h"
 
 namespace kjit::server {
 namespace {
@@ -15,6 +16,13 @@ std::string CompiledKey(const std::string& family, const std::string& spec, cons
 }
 
 }  // namespace
+
+Daemon::Daemon()
+    : launcher(launch::Launcher::Options{
+          .regions = &regions,
+          .device = [this](int64_t ordinal) { return Device(ordinal); },
+          .poisoned = [this](const std::string& why) { MarkPoisoned(why); },
+      }) {}
 
 void Daemon::AddCompiled(const kernels::CompiledKernel& k) {
   std::lock_guard<std::mutex> lock(compiled_mu);
@@ -39,7 +47,7 @@ void Daemon::MarkPoisoned(const std::string& why) {
   kill(getpid(), SIGTERM);  // the main thread's sigwait turns this into an orderly, non-zero exit
 }
 
-StatusOr<DeviceRuntime*> Daemon::Device(int64_t ordinal) {
+StatusOr<launch::DeviceRuntime*> Daemon::Device(int64_t ordinal) {
   if (!ready.load()) {  // devices is written by startup until ready is set
     return absl::UnavailableError(poisoned.load() ? "stopping after a CUDA error" : "starting: kernels not loaded yet");
   }
@@ -52,6 +60,16 @@ StatusOr<DeviceRuntime*> Daemon::Device(int64_t ordinal) {
                                                    " GPUs)"));
   }
   return devices[ordinal].get();
+}
+
+ipc::DeviceResolver DeviceResolverOf(Daemon* d, const grpc::ServerContext& ctx, const char* kind,
+                                     const std::string& name) {
+  return [d, &ctx, kind, &name](int64_t device_id) -> StatusOr<const driver::Context*> {
+    KJIT_ASSIGN_OR_RETURN(launch::DeviceRuntime * dev, d->Device(device_id));
+    KJIT_RETURN_IF_ERROR(CheckDeviceUuid(ctx, absl::StrCat(kind, " '", ClientText(name), "'"),
+                                         static_cast<int>(device_id), dev->info().uuid));
+    return &dev->context();
+  };
 }
 
 Status StartDaemon(Daemon* d, const StatusOr<std::vector<driver::DeviceInfo>>& devices) {
@@ -100,7 +118,7 @@ Status StartDaemon(Daemon* d, const StatusOr<std::vector<driver::DeviceInfo>>& d
     }
   }
   for (const auto& info : infos) {
-    KJIT_ASSIGN_OR_RETURN(auto dev, DeviceRuntime::Create(info));
+    KJIT_ASSIGN_OR_RETURN(auto dev, launch::DeviceRuntime::Create(info));
     std::vector<kernels::CompiledKernel> mine;
     for (const auto& spec : specs) {
       auto k = d->FindCompiled(spec.family, spec.name, info.arch);

@@ -1,7 +1,7 @@
 // grpc.health.v1.Health, answered by the synchronous server. gRPC's default health service uses the
 // callback API, whose completion-queue threads (up to 16 on a large host in gRPC 1.51) then compete
 // for the socket with every other call: +12-15 us per round trip where the hot methods are async
-// (fast_path.h). This one starts no threads; a Watch holds one synchronous handler thread.
+// (grpc_queues.h). This one starts no threads; a Watch holds one synchronous handler thread.
 #pragma once
 
 #include <condition_variable>

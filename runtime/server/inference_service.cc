@@ -2,14 +2,31 @@
 
 #include <string>
 
+#include "absl/strings/str_join.h"
+#include "runtime/common/client_text.h"
+#include "runtime/kernels/registry.h"
+#include "runtime/launch/launcher.h"
 #include "runtime/server/grpc_status.h"
-#include "runtime/server/models.h"
+#include "runtime/server/infer_decode.h"
+#include "runtime/server/model_stats.h"
 
 namespace kjit::server {
 namespace {
 
-inference::DataType ConfigType(const std::string& dt) {
-  const std::string first = dt.substr(0, dt.find('|'));
+constexpr char kPlatform[] = "kjit";
+constexpr char kBackend[] = "nvrtc";
+
+// A model is a kernel family; INVALID_ARGUMENT for an unknown name or a version other than "" / "1".
+StatusOr<const kernels::KernelFamily*> FindModel(const std::string& name, const std::string& version) {
+  KJIT_ASSIGN_OR_RETURN(const kernels::KernelFamily* f, kernels::FindFamily(name));
+  if (!version.empty() && version != kModelVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", name, "' has no version '", ClientText(version), "' (only ", kModelVersion, ")"));
+  }
+  return f;
+}
+
+inference::DataType ConfigType(const std::string& first) {
   if (first == "BOOL") return inference::TYPE_BOOL;
   if (first == "INT32") return inference::TYPE_INT32;
   if (first == "INT64") return inference::TYPE_INT64;
@@ -57,17 +74,17 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
                                              inference::ModelMetadataResponse* resp) {
   auto model = FindModel(req->name(), req->version());
   if (!model.ok()) return ToGrpc(model.status());
-  resp->set_name((*model)->name);
+  resp->set_name(std::string((*model)->name()));
   // A string, not the const char* overload: on that one GCC 12 warns falsely (-Wrestrict).
   resp->add_versions(std::string(kModelVersion));
   resp->set_platform(kPlatform);
-  auto fill = [](const TensorSpec& t, inference::ModelMetadataResponse::TensorMetadata* m) {
+  auto fill = [](const kernels::TensorSchema& t, inference::ModelMetadataResponse::TensorMetadata* m) {
     m->set_name(t.name);
-    m->set_datatype(t.datatype.substr(0, t.datatype.find('|')));
+    m->set_datatype(t.datatypes.front());
     for (int64_t d : t.shape) m->add_shape(d);
   };
-  for (const auto& t : (*model)->inputs) fill(t, resp->add_inputs());
-  for (const auto& t : (*model)->outputs) fill(t, resp->add_outputs());
+  for (const auto& t : (*model)->inputs()) fill(t, resp->add_inputs());
+  for (const auto& t : (*model)->outputs()) fill(t, resp->add_outputs());
   return grpc::Status::OK;
 }
 
@@ -76,47 +93,50 @@ grpc::Status InferenceService::ModelConfig(grpc::ServerContext*, const inference
   auto model = FindModel(req->name(), req->version());
   if (!model.ok()) return ToGrpc(model.status());
   inference::ModelConfig* c = resp->mutable_config();
-  c->set_name((*model)->name);
+  const kernels::KernelFamily& f = **model;
+  c->set_name(std::string(f.name()));
   c->set_platform(kPlatform);
   c->set_backend(kBackend);
   c->set_max_batch_size(0);  // B is a data dimension (qo_indptr), not a Triton batch dimension
-  for (const auto& t : (*model)->inputs) {
+  for (const auto& t : f.inputs()) {
     auto* in = c->add_input();
     in->set_name(t.name);
-    in->set_data_type(ConfigType(t.datatype));
+    in->set_data_type(ConfigType(t.datatypes.front()));
     in->set_optional(t.optional);
     for (int64_t d : t.shape) in->add_dims(d);
   }
-  for (const auto& t : (*model)->outputs) {
+  std::vector<std::string> optional_outputs;
+  for (const auto& t : f.outputs()) {
     auto* out = c->add_output();
     out->set_name(t.name);
-    out->set_data_type(ConfigType(t.datatype));
+    out->set_data_type(ConfigType(t.datatypes.front()));
     for (int64_t d : t.shape) out->add_dims(d);
+    if (t.optional) optional_outputs.push_back(t.name);
   }
-  (*c->mutable_parameters())["optional_inputs"].set_string_value(
-      "custom_mask|packed_mask (exactly one), mask_indptr (with custom_mask)");
-  (*c->mutable_parameters())["optional_outputs"].set_string_value("lse");
-  (*c->mutable_parameters())["request_parameters"].set_string_value(
-      "sm_scale (required), k_scale, v_scale, is_causal, kjit_device, kjit_wait_event, kjit_signal_event, "
-      "kjit_max_draft, kjit_max_prefix");
+  std::vector<std::string> params;
+  for (const auto& p : f.params()) params.push_back(p.required ? p.name + " (required)" : p.name);
+  for (const auto& p : launch::LaunchParamSchema()) params.push_back(p.name);
+  (*c->mutable_parameters())["optional_inputs"].set_string_value(std::string(f.optional_inputs_rule()));
+  (*c->mutable_parameters())["optional_outputs"].set_string_value(absl::StrJoin(optional_outputs, ", "));
+  (*c->mutable_parameters())["request_parameters"].set_string_value(absl::StrJoin(params, ", "));
   return grpc::Status::OK;
 }
 
 grpc::Status InferenceService::ModelStatistics(grpc::ServerContext*,
                                                const inference::ModelStatisticsRequest* req,
                                                inference::ModelStatisticsResponse* resp) {
-  std::vector<const ModelSpec*> which;
+  std::vector<const kernels::KernelFamily*> which;
   if (req->name().empty()) {
-    for (const auto& m : Models()) which.push_back(&m);
+    for (const kernels::KernelFamily* f : kernels::Families()) which.push_back(f);
   } else {
     auto model = FindModel(req->name(), req->version());
     if (!model.ok()) return ToGrpc(model.status());
     which.push_back(*model);
   }
-  for (const ModelSpec* m : which) {
-    const ModelCounters& c = CountersOf(ModelIndex(m));
+  for (const kernels::KernelFamily* m : which) {
+    const ModelCounters& c = CountersOf(m);
     auto* s = resp->add_model_stats();
-    s->set_name(m->name);
+    s->set_name(std::string(m->name()));
     s->set_version(kModelVersion);
     s->set_last_inference(c.last_inference_ms.load());
     s->set_inference_count(c.success_count.load());
@@ -136,10 +156,10 @@ grpc::Status InferenceService::RepositoryIndex(grpc::ServerContext*,
                                                const inference::RepositoryIndexRequest* req,
                                                inference::RepositoryIndexResponse* resp) {
   const bool ready = d_->ready.load() && !d_->devices.empty();
-  for (const auto& m : Models()) {
+  for (const kernels::KernelFamily* m : kernels::Families()) {
     if (req->ready() && !ready) continue;
     auto* e = resp->add_models();
-    e->set_name(m.name);
+    e->set_name(std::string(m->name()));
     e->set_version(kModelVersion);
     e->set_state(ready ? "READY" : "UNAVAILABLE");
     if (!ready) {

@@ -1,7 +1,7 @@
 // inference.GRPCInferenceService (PROTOCOL.md): health and metadata (inference_service.cc),
 // shared memory (shm_service.cc), ModelInfer (model_infer.cc). Unlisted methods: UNIMPLEMENTED.
-// ServerLive and ModelInfer are asynchronous methods, answered by fast_path.h's threads through
-// Live() and InferBytes(); the others are synchronous.
+// ServerLive and ModelInfer are asynchronous methods, answered by grpc_queues.h's threads through
+// Live() and InferBytes(); the others are synchronous. The launch ring calls Infer().
 #pragma once
 
 #include "inference/grpc_service.grpc.pb.h"
@@ -23,7 +23,7 @@ class InferenceService final : public InferenceServiceBase {
   grpc::Status Live(const inference::ServerLiveRequest& req, inference::ServerLiveResponse* resp);
   grpc::Status InferBytes(const grpc::ByteBuffer& req, grpc::ByteBuffer* resp);
   // ModelInfer's work, statistics included, for every transport (gRPC, launch rings).
-  Status Execute(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp);
+  Status Infer(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp);
 
   grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
                            inference::ServerReadyResponse*) override;

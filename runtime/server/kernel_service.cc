@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <set>
 
-#include "runtime/kernels/catalog.h"
+#include "runtime/kernels/registry.h"
 #include "runtime/nvrtc/compiler.h"
+#include "runtime/common/client_text.h"
+#include "runtime/ipc/registration.h"
 #include "runtime/server/grpc_status.h"
-#include "runtime/server/log.h"
+#include "runtime/common/log.h"
 
 namespace kjit::server {
 namespace {
@@ -166,31 +168,9 @@ grpc::Status KernelService::RegisterEvent(grpc::ServerContext* ctx, const v1::Re
                                           v1::RegisterEventResponse*) {
   auto session = d_->sessions.SessionOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
-  if (req->name().empty()) return ToGrpc(absl::InvalidArgumentError("event name is empty"));
-  if (req->raw_handle().size() != ipc::kIpcHandleBytes) {
-    return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
-        "event '", req->name(), "': raw_handle must be exactly ", ipc::kIpcHandleBytes,
-        " bytes (a cudaIpcEventHandle_t), got ", req->raw_handle().size())));
-  }
-  auto dev = d_->Device(req->device_id());
-  if (!dev.ok()) return ToGrpc(dev.status());
-  if (Status s = CheckDeviceUuid(*ctx, absl::StrCat("event '", req->name(), "'"),
-                                 static_cast<int>(req->device_id()), (*dev)->info().uuid);
-      !s.ok()) {
-    return ToGrpc(s);
-  }
-  if (d_->regions.FindEvent(req->name()).ok()) {
-    return ToGrpc(absl::AlreadyExistsError(absl::StrCat("event '", req->name(), "' is already registered")));
-  }
-  if (Status s = (*dev)->context().MakeCurrent(); !s.ok()) return ToGrpc(s);
-  auto ev = ipc::CudaIpcEvent::Open(req->raw_handle(), static_cast<int>(req->device_id()));
-  if (!ev.ok()) return ToGrpc(WithContext(ev.status(), absl::StrCat("event '", req->name(), "'")));
-  auto named = std::make_shared<ipc::NamedEvent>();
-  named->name = req->name();
-  named->session = *session;
-  named->event = *std::move(ev);
-  return ToGrpc(d_->regions.AddEvent(std::move(named),
-                                     [this](const std::string& s) { return d_->sessions.IsOpen(s); }));
+  const ipc::Registrant who{*session, [this](const std::string& s) { return d_->sessions.IsOpen(s); }};
+  return ToGrpc(ipc::RegisterEvent(&d_->regions, req->name(), req->raw_handle(), req->device_id(),
+                                   DeviceResolverOf(d_, *ctx, "event", req->name()), who));
 }
 
 grpc::Status KernelService::UnregisterEvent(grpc::ServerContext*, const v1::UnregisterEventRequest* req,

@@ -1,4 +1,5 @@
-// ModelInfer: parse and validate everything, then pick the GPU and launch.
+// ModelInfer: decode the request into a LaunchRequest, run it through the daemon's launcher,
+// encode the result; statistics per model.
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/support/byte_buffer.h>
 
@@ -6,62 +7,29 @@
 #include <string>
 #include <vector>
 
+#include "runtime/common/log.h"
 #include "runtime/server/grpc_status.h"
-#include "runtime/server/infer_launch.h"
+#include "runtime/server/infer_decode.h"
 #include "runtime/server/inference_service.h"
-#include "runtime/server/log.h"
+#include "runtime/server/model_stats.h"
 #include "runtime/server/request_cache.h"
 
 namespace kjit::server {
-namespace {
 
-Status RunModelInfer(Daemon* d, const inference::ModelInferRequest& req, inference::ModelInferResponse* resp,
-             const ModelSpec** model, uint64_t* compute_ns) {
-  KJIT_ASSIGN_OR_RETURN(ParsedInfer p, ParseInferRequest(d, req));
-  *model = p.model;
-  // Index pointers in host memory are checked before a GPU is involved; device-resident ones are
-  // read back and checked by the launch, under the device's lock (pinned memory, one stream sync).
-  if (!HasCudaIndptr(p)) KJIT_RETURN_IF_ERROR(CheckIndptrs(&p));
-  KJIT_ASSIGN_OR_RETURN(DeviceRuntime * dev, d->Device(p.device));
-  auto check_device = [&](const kernels::TensorDesc& t, const TensorSource& s) -> Status {
-    if (s.kind == TensorSource::Kind::kCuda && s.region->cuda->device() != dev->info().ordinal) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", t.name, "': region '", s.region->name, "' is on GPU ", s.region->cuda->device(),
-          ", the launch runs on GPU ", dev->info().ordinal, " (kjit_device)"));
-    }
-    return absl::OkStatus();
-  };
-  for (size_t i = 0; i < p.inputs.size(); ++i) KJIT_RETURN_IF_ERROR(check_device(p.inputs[i], p.input_src[i]));
-  for (size_t i = 0; i < p.outputs.size(); ++i) KJIT_RETURN_IF_ERROR(check_device(p.outputs[i], p.output_src[i]));
-  resp->set_model_name(p.model->name);
-  resp->set_model_version(kModelVersion);
-  resp->set_id(req.id());
-  Status s = RunInfer(d, dev, &p, resp, compute_ns);
-  if (s.code() == absl::StatusCode::kInternal) {  // how driver::Check reports launch failures
-    // A sticky CUDA error poisons the context: every later call fails the same way.
-    auto api = driver::Get();
-    std::lock_guard<std::mutex> lock(dev->mu());
-    if (api.ok() && dev->context().MakeCurrent().ok()) {
-      const CUresult r = (*api)->cuCtxSynchronize();
-      if (r != CUDA_SUCCESS) d->MarkPoisoned(std::string(driver::Check(r, "cuCtxSynchronize").message()));
-    }
-  }
-  return s;
-}
-
-}  // namespace
-
-Status InferenceService::Execute(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
+Status InferenceService::Infer(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
   const auto t0 = std::chrono::steady_clock::now();
-  const ModelSpec* model = nullptr;
-  uint64_t compute_ns = 0;
-  Status s = RunModelInfer(d_, req, resp, &model, &compute_ns);
-  if (model != nullptr) {
-    const uint64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::steady_clock::now() - t0).count();
-    CountersOf(ModelIndex(model)).Record(s.ok(), ns, compute_ns);
+  DecodedInfer decoded;
+  launch::LaunchResult result;
+  Status s = DecodeInferRequest(req, &decoded);
+  if (s.ok()) s = d_->launcher.Run(decoded.request, &result);
+  if (result.family != nullptr) {
+    const uint64_t ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    CountersOf(result.family).Record(s.ok(), ns, result.compute_ns);
   }
-  if (!s.ok()) {
+  if (s.ok()) {
+    EncodeInferResponse(req, std::move(result), resp);
+  } else {
     resp->Clear();
     if (LogEnabled(LogLevel::kDebug)) Log(LogLevel::kDebug, absl::StrCat("ModelInfer: ", s.ToString()));
   }
@@ -82,7 +50,7 @@ grpc::Status InferenceService::InferBytes(const grpc::ByteBuffer& req, grpc::Byt
                         "the request is not a serialized inference.ModelInferRequest");
   }
   inference::ModelInferResponse* out = cache.response();
-  const Status s = Execute(*parsed, out);
+  const Status s = Infer(*parsed, out);
   grpc::Status status = ToGrpc(s);
   if (s.ok()) {
     bool own_buffer = false;

@@ -9,11 +9,11 @@
 #include <climits>
 #include <thread>
 
-#include "runtime/server/fast_path.h"
+#include "runtime/server/grpc_queues.h"
 #include "runtime/server/health_service.h"
 #include "runtime/server/inference_service.h"
 #include "runtime/server/kernel_service.h"
-#include "runtime/server/log.h"
+#include "runtime/common/log.h"
 
 namespace kjit::server {
 
@@ -37,13 +37,13 @@ Status RunDaemon(const Flags& flags) {
   HealthService health;  // NOT_SERVING until the kernels are loaded
   d.rings.SetSpin(std::chrono::microseconds(flags.ring_spin_us));
   d.rings.SetHandler([&inference](const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
-    return inference.Execute(req, resp);
+    return inference.Infer(req, resp);
   });
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(INT_MAX);
   builder.SetMaxSendMessageSize(INT_MAX);
   // The synchronous methods' thread pool. MAX must stay above MIN: at MAX == MIN gRPC 1.51 starts a
-  // thread per call. (With fast_path's queues in the server these threads do not poll the socket.)
+  // thread per call. (With the completion-queue threads in the server these threads do not poll the socket.)
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 4);
   builder.AddListeningPort("unix://" + flags.socket, grpc::InsecureServerCredentials());
@@ -54,10 +54,10 @@ Status RunDaemon(const Flags& flags) {
   builder.RegisterService(&inference);
   builder.RegisterService(&kernel);
   builder.RegisterService(&health);
-  // One fast-path thread per GPU (ServerLive, ModelInfer), at least one. The enumeration is also
+  // One completion-queue thread per GPU (ServerLive, ModelInfer), at least one. The enumeration is also
   // StartDaemon's.
   const auto gpus = driver::Devices();
-  FastPath fast(&inference, &builder, gpus.ok() ? static_cast<int>(gpus->size()) : 1);
+  CompletionQueueThreads queues(&inference, &builder, gpus.ok() ? static_cast<int>(gpus->size()) : 1);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot listen on unix://", flags.socket,
@@ -67,7 +67,7 @@ Status RunDaemon(const Flags& flags) {
     server->Shutdown();
     return absl::UnavailableError(absl::StrCat("cannot listen on ", flags.listen));
   }
-  fast.Start();
+  queues.Start();
   chmod(flags.socket.c_str(), 0660);
   Log(LogLevel::kInfo, absl::StrCat("listening on unix://", flags.socket,
                                     flags.listen.empty() ? "" : absl::StrCat(" and ", flags.listen)));
@@ -76,7 +76,7 @@ Status RunDaemon(const Flags& flags) {
   if (Status s = StartDaemon(&d, gpus); !s.ok()) {
     health.Shutdown();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    fast.Shutdown();
+    queues.Shutdown();
     server->Wait();
     d.rings.Clear();
     unlink(flags.socket.c_str());
@@ -93,7 +93,7 @@ Status RunDaemon(const Flags& flags) {
   d.ready = false;
   d.sessions.CancelAll();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  fast.Shutdown();
+  queues.Shutdown();
   server->Wait();
   d.rings.Clear();
   d.regions.Clear();
@@ -104,10 +104,10 @@ Status RunDaemon(const Flags& flags) {
   for (auto& dev : d.devices) {
     std::lock_guard<std::mutex> lock(dev->mu());
     (void)dev->context().MakeCurrent();
-    dev->Reap();
-    while (dev->in_flight() > 0 && std::chrono::steady_clock::now() < give_up) {
+    dev->in_flight().Reap();
+    while (dev->in_flight().size() > 0 && std::chrono::steady_clock::now() < give_up) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      dev->Reap();
+      dev->in_flight().Reap();
     }
   }
   unlink(flags.socket.c_str());

@@ -1,14 +1,18 @@
 // System and CUDA shared memory registration (Triton's shared memory extensions). Both kinds share
 // one name space; regions registered with a `kjit-session` die with the session.
+#include "runtime/common/client_text.h"
+#include "runtime/ipc/registration.h"
 #include "runtime/server/grpc_status.h"
 #include "runtime/server/inference_service.h"
 
 namespace kjit::server {
 namespace {
 
-// Adds the region unless its session has ended meanwhile (checked under the registry's lock).
-Status AddRegion(Daemon* d, std::shared_ptr<ipc::Region> region) {
-  return d->regions.AddRegion(std::move(region), [d](const std::string& s) { return d->sessions.IsOpen(s); });
+// What registrations under this call's session need: the session, and whether it is still open
+// (asked under the registry's lock, so no region outlives its session).
+StatusOr<ipc::Registrant> RegistrantOf(Daemon* d, const grpc::ServerContext& ctx) {
+  KJIT_ASSIGN_OR_RETURN(std::string session, d->sessions.SessionOf(ctx));
+  return ipc::Registrant{std::move(session), [d](const std::string& s) { return d->sessions.IsOpen(s); }};
 }
 
 }  // namespace
@@ -16,20 +20,9 @@ Status AddRegion(Daemon* d, std::shared_ptr<ipc::Region> region) {
 grpc::Status InferenceService::SystemSharedMemoryRegister(
     grpc::ServerContext* ctx, const inference::SystemSharedMemoryRegisterRequest* req,
     inference::SystemSharedMemoryRegisterResponse*) {
-  auto session = d_->sessions.SessionOf(*ctx);
-  if (!session.ok()) return ToGrpc(session.status());
-  if (req->name().empty()) return ToGrpc(absl::InvalidArgumentError("region name is empty"));
-  if (d_->regions.FindRegion(req->name()).ok()) {  // before mapping anything
-    return ToGrpc(absl::AlreadyExistsError(
-        absl::StrCat("shared memory region '", req->name(), "' is already registered")));
-  }
-  auto shm = ipc::SystemShmRegion::Open(req->key(), req->offset(), req->byte_size());
-  if (!shm.ok()) return ToGrpc(WithContext(shm.status(), absl::StrCat("region '", req->name(), "'")));
-  auto region = std::make_shared<ipc::Region>();
-  region->name = req->name();
-  region->session = *session;
-  region->system = *std::move(shm);
-  return ToGrpc(AddRegion(d_, std::move(region)));
+  auto who = RegistrantOf(d_, *ctx);
+  if (!who.ok()) return ToGrpc(who.status());
+  return ToGrpc(ipc::RegisterSystemRegion(&d_->regions, req->name(), req->key(), req->offset(), req->byte_size(), *who));
 }
 
 grpc::Status InferenceService::SystemSharedMemoryUnregister(
@@ -57,39 +50,10 @@ grpc::Status InferenceService::SystemSharedMemoryStatus(
 grpc::Status InferenceService::CudaSharedMemoryRegister(
     grpc::ServerContext* ctx, const inference::CudaSharedMemoryRegisterRequest* req,
     inference::CudaSharedMemoryRegisterResponse*) {
-  auto session = d_->sessions.SessionOf(*ctx);
-  if (!session.ok()) return ToGrpc(session.status());
-  if (req->name().empty()) return ToGrpc(absl::InvalidArgumentError("region name is empty"));
-  if (req->raw_handle().size() != ipc::kIpcHandleBytes) {
-    return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
-        "region '", req->name(), "': raw_handle must be exactly ", ipc::kIpcHandleBytes,
-        " bytes (a cudaIpcMemHandle_t), got ", req->raw_handle().size())));
-  }
-  if (req->byte_size() == 0) {
-    return ToGrpc(absl::InvalidArgumentError(absl::StrCat("region '", req->name(), "': byte_size is 0")));
-  }
-  auto dev = d_->Device(req->device_id());
-  if (!dev.ok()) return ToGrpc(dev.status());
-  if (Status s = CheckDeviceUuid(*ctx, absl::StrCat("region '", req->name(), "'"),
-                                 static_cast<int>(req->device_id()), (*dev)->info().uuid);
-      !s.ok()) {
-    return ToGrpc(s);
-  }
-  if (d_->regions.FindRegion(req->name()).ok()) {
-    return ToGrpc(absl::AlreadyExistsError(
-        absl::StrCat("shared memory region '", req->name(), "' is already registered")));
-  }
-  Status current = (*dev)->context().MakeCurrent();
-  if (!current.ok()) return ToGrpc(current);
-  auto cuda = ipc::CudaIpcRegion::Open(req->raw_handle(), static_cast<int>(req->device_id()),
-                                       req->byte_size());
-  if (!cuda.ok()) return ToGrpc(WithContext(cuda.status(), absl::StrCat("region '", req->name(), "'")));
-  auto region = std::make_shared<ipc::Region>();
-  region->name = req->name();
-  region->session = *session;
-  region->cuda = *std::move(cuda);
-  // A concurrent register of the same name loses here; its handle closes with `region`.
-  return ToGrpc(AddRegion(d_, std::move(region)));
+  auto who = RegistrantOf(d_, *ctx);
+  if (!who.ok()) return ToGrpc(who.status());
+  return ToGrpc(ipc::RegisterCudaRegion(&d_->regions, req->name(), req->raw_handle(), req->device_id(),
+                                        req->byte_size(), DeviceResolverOf(d_, *ctx, "region", req->name()), *who));
 }
 
 grpc::Status InferenceService::CudaSharedMemoryUnregister(

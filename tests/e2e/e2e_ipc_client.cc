@@ -22,7 +22,7 @@
 #include <string>
 #include <thread>
 
-#include "runtime/kernels/mla_verify_plan.h"
+#include "runtime/kernels/mla_verify/plan.h"
 #include "tests/e2e/e2e_client.h"
 #include "tests/e2e/stream_hold.h"
 

@@ -2,9 +2,10 @@
 
 #include <cstring>
 
-#include "runtime/kernels/mla_verify_launch.h"
-#include "runtime/kernels/mla_verify_naive.h"
-#include "runtime/kernels/mla_verify_plan.h"
+#include "runtime/kernels/registry.h"
+#include "runtime/kernels/mla_verify/launch.h"
+#include "runtime/kernels/mla_verify_naive/naive.h"
+#include "runtime/kernels/mla_verify/plan.h"
 #include "tests/e2e/channel.h"
 #include "tests/e2e/infer_requests.h"
 

@@ -13,7 +13,7 @@
 #include "kjit/v1/kernel_service.grpc.pb.h"
 #include "runtime/driver/cuda_driver.h"
 #include "runtime/kernels/kernel_compiler.h"
-#include "runtime/kernels/mla_verify_schema.h"
+#include "runtime/kernels/mla_verify/schema.h"
 #include "tests/reference/mla_reference.h"
 
 namespace kjit::e2e {

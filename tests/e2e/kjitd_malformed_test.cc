@@ -128,8 +128,7 @@ TEST_F(MalformedTest, SharedMemoryParameters) {
   (*params(&r, 3))["shared_memory_offset"].set_int64_param(0);  // without a region
   Expect(r, StatusCode::INVALID_ARGUMENT, "'qo_indptr'");
   r = ValidRequest();
-  (*params(&r, 3))["shared_memory_region"].set_string_param("nowhere");
-  (*params(&r, 3))["shared_memory_byte_size"].set_int64_param(8);
+  kjit::testing::UseRegion(&r, 3, "nowhere", 0, 8);  // otherwise valid: regions are looked up after the checks
   Expect(r, StatusCode::NOT_FOUND, "nowhere");
   (*params(&r, 3))["shared_memory_byte_size"].set_string_param("8");  // wrong parameter type
   Expect(r, StatusCode::INVALID_ARGUMENT, "shared_memory_byte_size");

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "runtime/driver/cuda_driver.h"
-#include "runtime/kernels/mla_verify_args.h"
+#include "runtime/kernels/mla_verify/args.h"
 #include "tests/reference/mla_reference.h"
 
 namespace kjit::gputest {

@@ -16,10 +16,11 @@
 #include "jit_cache/cubin_cache.h"
 #include "kernel_sources/mla_verify/traits.h"
 #include "runtime/driver/cuda_driver.h"
+#include "runtime/kernels/registry.h"
 #include "runtime/kernels/kernel_compiler.h"
-#include "runtime/kernels/mla_verify_launch.h"
-#include "runtime/kernels/mla_verify_naive.h"
-#include "runtime/kernels/mla_verify_plan.h"
+#include "runtime/kernels/mla_verify/launch.h"
+#include "runtime/kernels/mla_verify_naive/naive.h"
+#include "runtime/kernels/mla_verify/plan.h"
 #include "tests/gpu/device_case.h"
 #include "tests/reference/mla_reference.h"
 
@@ -30,24 +31,29 @@ namespace kjit::gputest {
 // sm_120's own tile: this is where it runs on an sm_90 test machine), and the oracle.
 struct Family {
   const char* name;
-  StatusOr<kernels::MlaVerifyPlan> (*plan)(const kernels::MlaVerifyProblem&, const driver::DeviceInfo&);
+  StatusOr<kernels::MlaVerifyPlan> (*plan)(const kernels::MlaVerifyProblem&, const driver::DeviceInfo&,
+                                           const kernels::MlaVerifyPlanOptions&);
   Status (*launch)(const kernels::KernelTable&, const kernels::MlaVerifyPlan&, const kernels::MlaVerifyProblem&,
                    const kernels::MlaVerifyBuffers&, CUstream);
-  int force_tile = 0;  // MlaVerifyProblem::force_tile for the fast family
+  int tile = 0;  // MlaVerifyPlanOptions::tile for the fast family
 };
 inline void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
+// The oracle's plan takes no options (it has one tile and no splits).
+inline StatusOr<kernels::MlaVerifyPlan> PlanNaive(const kernels::MlaVerifyProblem& p, const driver::DeviceInfo& d,
+                                                  const kernels::MlaVerifyPlanOptions&) {
+  return kernels::PlanMlaVerifyNaive(p, d);
+}
 inline const Family kFast{"fast", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify};
 inline const Family kFastTile32x16{"fast_t32x16", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
                                    mla::kTile32x16};
 inline const Family kFastTile64x64{"fast_t64x64", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
                                    mla::kTile64x64};
-inline const Family kNaive{"naive", &kernels::PlanMlaVerifyNaive, &kernels::LaunchMlaVerifyNaive};
+inline const Family kNaive{"naive", &PlanNaive, &kernels::LaunchMlaVerifyNaive};
 
-// The case's problem as the family launches it.
-inline kernels::MlaVerifyProblem ProblemFor(const Family& f, const reference::MlaCase& c) {
-  kernels::MlaVerifyProblem p = c.problem;
-  p.force_tile = f.force_tile;
-  return p;
+// The family's plan of the case, with a fixed number of prefix chunks when num_splits > 0.
+inline StatusOr<kernels::MlaVerifyPlan> PlanFor(const Family& f, const reference::MlaCase& c,
+                                                const driver::DeviceInfo& device, int num_splits = 0) {
+  return f.plan(c.problem, device, {.tile = f.tile, .num_splits = num_splits});
 }
 
 // Device 0 with its context, a stream, and every specialization of both families loaded. Built once
@@ -92,7 +98,7 @@ struct GpuRuntime {
     kernels::KernelCompiler compiler(cache.get());
     std::vector<kernels::Specialization> specs = kernels::FamilySpecializations(kernels::kMlaVerifyFamily);
     for (auto& s : kernels::FamilySpecializations(kernels::kMlaVerifyNaiveFamily)) specs.push_back(std::move(s));
-    for (int tile : {kFastTile32x16.force_tile, kFastTile64x64.force_tile}) {
+    for (int tile : {kFastTile32x16.tile, kFastTile64x64.tile}) {
       for (auto& s : kernels::MlaVerifyForcedTileSpecializations(tile)) specs.push_back(std::move(s));
     }
     std::vector<kernels::CompiledKernel> compiled;
@@ -112,13 +118,13 @@ struct RunResult {
 };
 
 // Plans, uploads, poisons, launches eagerly on the runtime's stream, synchronizes and reads back.
-inline StatusOr<RunResult> RunOnce(const Family& family, const reference::MlaCase& c) {
+// num_splits > 0 fixes the fast family's prefix chunks (the oracle has none).
+inline StatusOr<RunResult> RunOnce(const Family& family, const reference::MlaCase& c, int num_splits = 0) {
   GpuRuntime& rt = GpuRuntime::Get();
   KJIT_RETURN_IF_ERROR(rt.status);
-  const kernels::MlaVerifyProblem problem = ProblemFor(family, c);
-  KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, family.plan(problem, rt.device));
+  KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, PlanFor(family, c, rt.device, num_splits));
   KJIT_ASSIGN_OR_RETURN(std::unique_ptr<DeviceCase> d, DeviceCase::Create(c, plan.workspace_bytes));
-  KJIT_RETURN_IF_ERROR(family.launch(*rt.kernels, plan, problem, d->Buffers(c.problem.write_lse), rt.stream->get()));
+  KJIT_RETURN_IF_ERROR(family.launch(*rt.kernels, plan, c.problem, d->Buffers(c.problem.write_lse), rt.stream->get()));
   KJIT_RETURN_IF_ERROR(rt.stream->Synchronize());
   RunResult r;
   KJIT_RETURN_IF_ERROR(d->Download(&r.o, &r.lse, &r.error_word, plan.error_word_offset));

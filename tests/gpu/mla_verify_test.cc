@@ -29,8 +29,9 @@ class MlaVerifyGpu : public ::testing::TestWithParam<Family> {
   const Family& family() const { return GetParam(); }
 
   // Runs the family on c and checks it against the reference; returns the run for further checks.
-  RunResult Check(const MlaCase& c, const std::string& label) {
-    StatusOr<RunResult> run = RunOnce(family(), c);
+  // num_splits > 0 fixes the fast family's prefix chunks.
+  RunResult Check(const MlaCase& c, const std::string& label, int num_splits = 0) {
+    StatusOr<RunResult> run = RunOnce(family(), c, num_splits);
     EXPECT_TRUE(run.ok()) << label << ": " << run.status();
     if (!run.ok()) return {};
     const reference::RefOutput want = reference::Reference(c);
@@ -151,8 +152,8 @@ TEST_P(MlaVerifyGpu, GraphReplayWithNewInputsEqualsEagerBitwise) {
   const MlaCase a = reference::MakeCase(MediumSpec(51));
   const MlaCase b = reference::MakeCase(MediumSpec(52));  // same sizes, other values, slots and tree
   ASSERT_EQ(a.q.size(), b.q.size());
-  const kernels::MlaVerifyProblem problem = ProblemFor(family(), a);
-  StatusOr<kernels::MlaVerifyPlan> plan = family().plan(problem, rt.device);
+  const kernels::MlaVerifyProblem& problem = a.problem;
+  StatusOr<kernels::MlaVerifyPlan> plan = PlanFor(family(), a, rt.device);
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto d = DeviceCase::Create(a, plan->workspace_bytes);
   ASSERT_TRUE(d.ok()) << d.status();
@@ -204,8 +205,7 @@ TEST_P(MlaVerifyGpu, OutOfRangeSlotSetsTheErrorBitAndIsMasked) {
 TEST_P(MlaVerifyGpu, EverySplitCountMatchesTheReference) {
   MlaCase c = reference::MakeCase(MediumSpec(81));
   for (int splits : {1, 2, 3, 7, 64}) {  // the oracle ignores the hint; the fast family must not care
-    c.problem.force_num_splits = splits;
-    Check(c, "force_num_splits " + std::to_string(splits));
+    Check(c, "num_splits " + std::to_string(splits), splits);
   }
 }
 
@@ -217,13 +217,11 @@ TEST_P(MlaVerifyGpu, WideCombineOverOneAndTwoCtasPerRowMatchesTheReference) {
   s.tree = TreeKind::kBushy, s.write_lse = true;
   MlaCase c = reference::MakeCase(s);
   for (int splits : {31, 32, 64}) {
-    c.problem.force_num_splits = splits;
-    Check(c, "force_num_splits " + std::to_string(splits));
+    Check(c, "num_splits " + std::to_string(splits), splits);
   }
   s.prefix_lens = {4097, 3000, 0}, s.draft_lens = {16, 16, 3};  // 3 x 128 rows: one CTA per row
   MlaCase big = reference::MakeCase(s);
-  big.problem.force_num_splits = 64;
-  Check(big, "three requests, force_num_splits 64");
+  Check(big, "three requests, num_splits 64", 64);
 }
 
 // The same case with row strides larger than the rows (q, k_extend, o), as a caller slicing bigger
@@ -281,8 +279,7 @@ TEST_P(MlaVerifyGpu, SanitizeOneSplitOverSeveralTiles) {
   CaseSpec s = SmallSpec(74, kernels::MaskKind::kPacked);
   s.prefix_lens = {300, 5, 0};
   MlaCase c = reference::MakeCase(s);
-  c.problem.force_num_splits = 1;
-  Check(c, "one split, five tiles");
+  Check(c, "one split, five tiles", 1);
 }
 
 // The combine's wide layouts under the sanitizers: 33 states, one request of 16 rows (two CTAs per
@@ -291,12 +288,10 @@ TEST_P(MlaVerifyGpu, SanitizeWideCombine) {
   CaseSpec s = SmallSpec(75, kernels::MaskKind::kPacked);
   s.prefix_lens = {2200}, s.draft_lens = {2}, s.padded_requests = 0;
   MlaCase c = reference::MakeCase(s);
-  c.problem.force_num_splits = 32;
-  Check(c, "16 rows, 33 states");
+  Check(c, "16 rows, 33 states", 32);
   s.prefix_lens = {2200, 40}, s.draft_lens = {8, 3}, s.padded_requests = 1;
   MlaCase two = reference::MakeCase(s);
-  two.problem.force_num_splits = 32;
-  Check(two, "64 rows, 33 states");
+  Check(two, "64 rows, 33 states", 32);
 }
 
 TEST_P(MlaVerifyGpu, SanitizeOutOfRangeSlot) {

@@ -16,6 +16,7 @@
 
 #include "gtest/gtest.h"
 #include "runtime/driver/cuda_driver.h"
+#include "runtime/kernels/registry.h"
 #include "runtime/kernels/kernel_compiler.h"
 
 namespace kjit::driver {

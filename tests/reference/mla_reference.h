@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/kernels/mla_verify_args.h"
+#include "runtime/kernels/mla_verify/args.h"
 
 namespace kjit::reference {
 

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "jit_cache/cubin_cache.h"
-#include "runtime/kernels/catalog.h"
+#include "runtime/kernels/registry.h"
 #include "runtime/kernels/kernel_compiler.h"
 #include "tests/unit/cache_test_util.h"
 

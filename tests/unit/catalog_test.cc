@@ -6,7 +6,7 @@
 #include <set>
 
 #include "gtest/gtest.h"
-#include "runtime/kernels/catalog.h"
+#include "runtime/kernels/registry.h"
 #include "runtime/kernels/kernel_compiler.h"
 #include "runtime/kernels/kernel_sources.h"
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "kernel_sources/mla_verify/traits.h"
-#include "runtime/kernels/catalog.h"
-#include "runtime/kernels/mla_verify_plan.h"
+#include "runtime/kernels/registry.h"
+#include "runtime/kernels/mla_verify/plan.h"
 
 namespace kjit::kernels {
 namespace {
@@ -92,11 +92,22 @@ TEST(MlaVerifyPlanTest, RejectsWhatTheKernelCannotTake) {
   p.o_stride_h = 510;
   ExpectInvalid(p, "o_stride_h");
   p = Problem(1, 8, 16, 4096);
-  p.num_slots = 0;
+  p.num_slots = -1;
   ExpectInvalid(p, "num_slots");
+  p.num_slots = 0;  // an empty kv_cache: every slot is out of range, masked and reported
+  EXPECT_TRUE(PlanMlaVerify(p, H200()).ok());
+  // The scales are the schema's to check (schema_mla_verify_test): the plan does not use them.
   p = Problem(1, 8, 16, 4096);
   p.sm_scale = std::numeric_limits<float>::infinity();
-  ExpectInvalid(p, "finite");
+  EXPECT_TRUE(PlanMlaVerify(p, H200()).ok());
+}
+
+TEST(MlaVerifyPlanTest, LimitsAreCheckedWithoutTheBounds) {
+  MlaVerifyProblem p = Problem(1, 8, 16, 4096);
+  p.max_draft = 0;  // not set yet when the family checks the shapes
+  EXPECT_TRUE(CheckMlaVerifyLimits(p).ok());
+  p.num_heads = 12;
+  EXPECT_EQ(CheckMlaVerifyLimits(p).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(MlaVerifyPlanTest, DeviceWithoutEnoughSharedMemoryIsAPrecondition) {
@@ -112,8 +123,8 @@ TEST(MlaVerifyPlanTest, DeviceWithoutEnoughSharedMemoryIsAPrecondition) {
 
 TEST(MlaVerifyPlanTest, TilePerArchFitsItsLimits) {
   const MlaVerifyTile hopper = MlaVerifyTileFor(9), big = MlaVerifyTileFor(10), small = MlaVerifyTileFor(12);
-  EXPECT_EQ(hopper.rows, mla::ConfigWgmma::kRows);
-  EXPECT_EQ(hopper.threads, mla::ConfigWgmma::kThreads);
+  EXPECT_EQ(hopper.rows, mla::TileWgmma64x64::kRows);
+  EXPECT_EQ(hopper.threads, mla::TileWgmma64x64::kThreads);
   // The kernel aligns its shared memory to 1024 bytes itself: the plan asks for the slack.
   EXPECT_EQ(hopper.smem_bytes, static_cast<int>(sizeof(mla::WgmmaSmem)) + 1024);
   EXPECT_LE(hopper.smem_bytes, 232448);
@@ -122,11 +133,11 @@ TEST(MlaVerifyPlanTest, TilePerArchFitsItsLimits) {
   EXPECT_EQ(offsetof(mla::WgmmaSmem, kv[1]) % 1024, 0u);
   // P goes into a stage's last (rope) group.
   EXPECT_EQ((offsetof(mla::WgmmaSmem, kv[1]) + 8 * mla::WgmmaSmem::kGroupBytes) % 1024, 0u);
-  EXPECT_EQ(big.rows, mla::ConfigLarge::kRows);
-  EXPECT_EQ(big.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigLarge>)));
+  EXPECT_EQ(big.rows, mla::Tile64x64::kRows);
+  EXPECT_EQ(big.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::Tile64x64>)));
   EXPECT_LE(big.smem_bytes, 232448);
-  EXPECT_EQ(small.rows, mla::ConfigSmall32::kRows);
-  EXPECT_EQ(small.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigSmall32>)));
+  EXPECT_EQ(small.rows, mla::Tile32x16::kRows);
+  EXPECT_EQ(small.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::Tile32x16>)));
   EXPECT_LE(small.smem_bytes, 101376);
   EXPECT_EQ(MlaVerifyTileFor(8).rows, small.rows);
   for (const MlaVerifyTile& t : {hopper, big, small}) EXPECT_GT(t.tile_us, 0.0);
@@ -142,7 +153,7 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   EXPECT_EQ(plan->main.grid[0], (rows + 63) / 64);
   EXPECT_EQ(plan->main.grid[1], 3u);
   EXPECT_EQ(plan->main.grid[2], static_cast<unsigned>(plan->num_splits) + 1);  // the tree slab last
-  EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::ConfigWgmma::kThreads));
+  EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::TileWgmma64x64::kThreads));
   EXPECT_EQ(plan->main.dynamic_smem, static_cast<unsigned>(mla::kWgmmaSmemBytes));
   EXPECT_EQ(plan->combine.grid[0], mla::CombineCtasPerRequest(rows, plan->num_splits + 1, plan->combine_row_parts));
   EXPECT_EQ(plan->combine.block[0], static_cast<unsigned>(mla::kCombineThreads));
@@ -157,11 +168,9 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   EXPECT_GE(ws->error_slots_offset, plan->error_word_offset + 4);
   EXPECT_GE(ws->part_lse_offset, ws->error_slots_offset + ws->error_slots * 4);
   for (int tile = 0; tile < mla::kNumTileIds; ++tile) {
-    MlaVerifyProblem forced = p;
-    forced.force_tile = tile;
-    auto fplan = PlanMlaVerify(forced, H200());
+    auto fplan = PlanMlaVerify(p, H200(), {.tile = tile});
     ASSERT_TRUE(fplan.ok()) << tile;
-    auto fws = MlaVerifyWorkspace(forced, fplan->num_splits);
+    auto fws = MlaVerifyWorkspace(p, fplan->num_splits);
     ASSERT_TRUE(fws.ok());
     EXPECT_GE(fws->error_slots, size_t{fplan->main.grid[0]} * fplan->main.grid[1] * fplan->main.grid[2]) << tile;
   }
@@ -174,7 +183,7 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   EXPECT_EQ(PlanMlaVerify(packed, H200())->specialization, "h16_packed");
   auto rtx = PlanMlaVerify(p, RtxPro6000());
   ASSERT_TRUE(rtx.ok()) << rtx.status();
-  EXPECT_EQ(rtx->main.grid[0], (rows + mla::ConfigSmall32::kRows - 1) / mla::ConfigSmall32::kRows);
+  EXPECT_EQ(rtx->main.grid[0], (rows + mla::Tile32x16::kRows - 1) / mla::Tile32x16::kRows);
   EXPECT_LE(rtx->main.dynamic_smem, 101376u);
   EXPECT_TRUE(rtx->combine.programmatic_dependent);
   driver::DeviceInfo a100 = RtxPro6000();
@@ -212,9 +221,7 @@ TEST(MlaVerifyPlanTest, SplitsFillTheMachineForLongPrefixesOnly) {
   }
   // The plan is a pure function of the problem and the device.
   EXPECT_EQ(PlanMlaVerify(Problem(1, 8, 16, 65536), H200())->num_splits, big->num_splits);
-  MlaVerifyProblem forced = Problem(1, 8, 16, 65536);
-  forced.force_num_splits = 7;
-  EXPECT_EQ(PlanMlaVerify(forced, H200())->num_splits, 7);
+  EXPECT_EQ(PlanMlaVerify(Problem(1, 8, 16, 65536), H200(), {.num_splits = 7})->num_splits, 7);
 }
 
 TEST(MlaVerifyPlanTest, CombineGridServesSeveralRowsPerCtaWhenStatesAreFew) {
@@ -236,9 +243,8 @@ TEST(MlaVerifyPlanTest, CombineGridServesSeveralRowsPerCtaWhenStatesAreFew) {
   // rows per CTA rounds the grid up (the last CTA's extra slices return at once).
   for (const auto& [heads, draft, prefix, forced] : std::vector<std::tuple<int, int, int64_t, int>>{
            {64, 16, 65536, 0}, {8, 16, 65536, 0}, {8, 16, 16384, 0}, {16, 33, 5000, 3}, {8, 7, 9000, 40}}) {
-    MlaVerifyProblem p = Problem(2, heads, draft, prefix);
-    p.force_num_splits = forced;
-    auto plan = PlanMlaVerify(p, H200());
+    const MlaVerifyProblem p = Problem(2, heads, draft, prefix);
+    auto plan = PlanMlaVerify(p, H200(), {.num_splits = forced});
     ASSERT_TRUE(plan.ok()) << plan.status();
     const unsigned rows = static_cast<unsigned>(heads * draft);
     const int states = plan->num_splits + 1;
@@ -282,47 +288,36 @@ TEST(MlaVerifyPlanTest, CatalogHasEveryHeadCountAndMaskKind) {
 
 TEST(MlaVerifyPlanTest, ForcedTilesHaveTheirOwnSpecializationsAndGeometry) {
   EXPECT_TRUE(MlaVerifyForcedTileSpecializations(0).empty());
-  EXPECT_TRUE(MlaVerifyForcedTileSpecializations(4).empty());
-  const std::vector<Specialization> large = MlaVerifyForcedTileSpecializations(3);
+  EXPECT_TRUE(MlaVerifyForcedTileSpecializations(3).empty());
+  const std::vector<Specialization> large = MlaVerifyForcedTileSpecializations(mla::kTile64x64);
   ASSERT_EQ(large.size(), 10u);
   EXPECT_EQ(large[0].name, "h8_bool_t64x64");
-  EXPECT_EQ(large[0].name_expressions[0], "kjit::mla::MlaVerifySplit<8, 0, 3>");
-  EXPECT_EQ(large[0].max_dynamic_smem("sm_90"), static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigLarge>)));
-  const std::vector<Specialization> small = MlaVerifyForcedTileSpecializations(1);
+  EXPECT_EQ(large[0].name_expressions[0], "kjit::mla::MlaVerifySplit<8, 0, 2>");
+  EXPECT_EQ(large[0].max_dynamic_smem("sm_90"), static_cast<int>(sizeof(mla::SmemPlan<mla::Tile64x64>)));
+  const std::vector<Specialization> small = MlaVerifyForcedTileSpecializations(mla::kTile32x16);
   ASSERT_EQ(small.size(), 10u);
-  EXPECT_EQ(small[0].name, "h8_bool_t16x32");
-  EXPECT_EQ(small[0].name_expressions[0], "kjit::mla::MlaVerifySplit<8, 0, 1>");
-  EXPECT_EQ(small[0].max_dynamic_smem("sm_90"), static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigSmall>)));
-  const std::vector<Specialization> mid = MlaVerifyForcedTileSpecializations(2);
-  ASSERT_EQ(mid.size(), 10u);
-  EXPECT_EQ(mid[1].name, "h8_packed_t32x16");
-  EXPECT_EQ(mid[1].name_expressions[0], "kjit::mla::MlaVerifySplit<8, 1, 2>");
-  EXPECT_EQ(mid[1].max_dynamic_smem("sm_120"), static_cast<int>(sizeof(mla::SmemPlan<mla::ConfigSmall32>)));
-  EXPECT_LE(mid[1].max_dynamic_smem("sm_120"), 101376);
+  EXPECT_EQ(small[1].name, "h8_packed_t32x16");
+  EXPECT_EQ(small[1].name_expressions[0], "kjit::mla::MlaVerifySplit<8, 1, 1>");
+  EXPECT_EQ(small[1].max_dynamic_smem("sm_120"), static_cast<int>(sizeof(mla::SmemPlan<mla::Tile32x16>)));
+  EXPECT_LE(small[1].max_dynamic_smem("sm_120"), 101376);
 
-  MlaVerifyProblem p = Problem(1, 8, 16, 65536);
-  p.force_tile = 2;
-  auto plan = PlanMlaVerify(p, H200());
+  const MlaVerifyProblem p = Problem(1, 8, 16, 65536);
+  auto plan = PlanMlaVerify(p, H200(), {.tile = mla::kTile32x16});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->specialization, "h8_bool_t32x16");
-  EXPECT_EQ(plan->main.grid[0], 128u / mla::ConfigSmall32::kRows);
-  EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::ConfigSmall32::kThreads));
-  EXPECT_EQ(plan->main.dynamic_smem, sizeof(mla::SmemPlan<mla::ConfigSmall32>));
-  p.force_tile = 1;
-  plan = PlanMlaVerify(p, H200());
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->specialization, "h8_bool_t16x32");
-  EXPECT_EQ(plan->main.grid[0], 128u / mla::ConfigSmall::kRows);
-  p.force_tile = 3;
-  plan = PlanMlaVerify(p, H200());
+  EXPECT_EQ(plan->tile, mla::kTile32x16);
+  EXPECT_EQ(plan->main.grid[0], 128u / mla::Tile32x16::kRows);
+  EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::Tile32x16::kThreads));
+  EXPECT_EQ(plan->main.dynamic_smem, sizeof(mla::SmemPlan<mla::Tile32x16>));
+  plan = PlanMlaVerify(p, H200(), {.tile = mla::kTile64x64});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->specialization, "h8_bool_t64x64");
-  EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::ConfigLarge::kThreads));
-  EXPECT_EQ(plan->main.dynamic_smem, sizeof(mla::SmemPlan<mla::ConfigLarge>));
-  p.force_tile = 4;
-  EXPECT_EQ(PlanMlaVerify(p, H200()).status().code(), absl::StatusCode::kInvalidArgument);
-  p.force_tile = -1;
-  EXPECT_EQ(PlanMlaVerify(p, H200()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::Tile64x64::kThreads));
+  EXPECT_EQ(plan->main.dynamic_smem, sizeof(mla::SmemPlan<mla::Tile64x64>));
+  EXPECT_EQ(PlanMlaVerify(p, H200(), {.tile = 3}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PlanMlaVerify(p, H200(), {.tile = -1}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PlanMlaVerify(p, H200(), {.num_splits = mla::kCombineMaxStates}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // The closed-form makespan against the heap simulation it replaced (every CTA, in launch order:

@@ -1,9 +1,9 @@
 // The oracle family's host side (plan, launch argument checks, catalog entries) on the CPU.
 #include <gtest/gtest.h>
 
-#include "runtime/kernels/catalog.h"
+#include "runtime/kernels/registry.h"
 #include "runtime/kernels/kernel_sources.h"
-#include "runtime/kernels/mla_verify_naive.h"
+#include "runtime/kernels/mla_verify_naive/naive.h"
 #include "tests/reference/mla_reference.h"
 
 namespace kjit::kernels {

@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/kernels/mla_verify_schema.h"
+#include "runtime/kernels/mla_verify/schema.h"
 
 namespace kjit::kernels {
 namespace {

@@ -1,0 +1,17 @@
+// Leveled logging to stderr (the daemon's supervisor, or the client's process, collects it). One
+// line per message, prefixed with the program ("kjitd", "kjit") and the level.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace kjit {
+
+enum class LogLevel { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
+
+void SetLogLevel(const std::string& level);  // "error", "warn", "info", "debug"
+void SetLogProgram(std::string_view program);  // the prefix; "kjitd" unless set
+bool LogEnabled(LogLevel level);
+void Log(LogLevel level, const std::string& message);
+
+}  // namespace kjit

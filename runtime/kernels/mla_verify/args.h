@@ -1,0 +1,99 @@
+// Host-side description of one MLA tree-verify launch (the contract of shared/design KERNEL.md).
+// Plain structs: shared by the daemon, the in-process client and the tests; no transport types.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kjit::kernels {
+
+inline constexpr int kMlaKDim = 576;  // latent 512 + rope 64
+inline constexpr int kMlaVDim = 512;
+inline constexpr int kMlaMaxDraft = 64;  // draft tokens per request (D_b)
+
+enum class MaskKind : int {
+  kBool = 0,    // bool/uint8: per request D_b rows x (P_b + D_b) cols from mask_indptr[b]; last D_b cols read
+  kPacked = 1,  // uint32 bits: per draft row ceil(D_b/32) words; request b's rows start at word
+                // sum_{b'<b} D_b' * ceil(D_b'/32); bit c of row r allows draft column c
+};
+
+// What the host knows without reading device memory. Everything the plan depends on is here, so a
+// launch sequence captured in a CUDA graph stays valid when the buffers' contents change.
+struct MlaVerifyProblem {
+  int batch = 0;              // B
+  int num_heads = 0;          // H
+  int64_t num_q = 0;          // N = sum D_b (rows of q, k_extend, o)
+  int64_t num_slots = 0;      // S (rows of kv_cache)
+  int64_t num_kv_indices = 0; // length of kv_indices (>= kv_indptr[B])
+  int64_t mask_len = 0;       // elements of the mask buffer (bytes for kBool, words for kPacked)
+  int max_draft = 0;          // upper bound on every D_b (1..64 required)
+  int64_t max_prefix = 0;     // upper bound on every P_b; a planning hint (0 = unknown)
+  MaskKind mask_kind = MaskKind::kBool;
+  bool is_causal = true;
+  bool write_lse = false;
+  float sm_scale = 0.f;
+  float k_scale = 1.f;
+  float v_scale = 1.f;
+  // Strides in elements. q is [N, H, 576]; o is [N, H, 512]; k_extend is [N, 1, 576];
+  // kv_cache is [S, 1, 576] with row stride 576.
+  int64_t q_stride_n = 0, q_stride_h = kMlaKDim;
+  int64_t k_extend_stride_n = kMlaKDim;
+  int64_t o_stride_n = 0, o_stride_h = kMlaVDim;
+};
+
+// Knobs of tests and benchmarks (production plans never set them): a tile other than the device's
+// own (mla::TileId, on any device with the shared memory) and a fixed number of prefix chunks.
+struct MlaVerifyPlanOptions {
+  int tile = 0;        // mla_verify: 0 = the device's tile; 1 = 32x16, 2 = 64x64 mma.sync
+  int num_splits = 0;  // mla_verify: prefix chunks per request when > 0; 0 = planned
+};
+
+// Device addresses (all on the launching device). lse == 0 when not written.
+struct MlaVerifyBuffers {
+  CUdeviceptr q = 0, k_extend = 0, kv_cache = 0;
+  CUdeviceptr qo_indptr = 0, kv_indptr = 0, kv_indices = 0;
+  CUdeviceptr mask = 0, mask_indptr = 0;
+  CUdeviceptr o = 0, lse = 0;
+  CUdeviceptr workspace = 0;  // sized by the family's plan; holds the error word
+  // mla_verify only: where the launch's error word goes instead (0: the workspace's). The combine
+  // writes it with one plain store after the split kernel's grid, so it may be host memory mapped
+  // into the device (read after the stream synchronizes, with no copy queued).
+  CUdeviceptr error_word = 0;
+};
+
+// Bits of the error word that a kernel sets in the workspace; the host reports them after the launch.
+enum MlaVerifyError : uint32_t {
+  kMlaErrKvIndexOutOfRange = 1u << 0,  // a kv_indices entry >= S (treated as masked, never read)
+  kMlaErrBadIndptr = 1u << 1,          // an indptr inconsistent with the sizes (request skipped)
+};
+
+// Grid, block and shared memory of one kernel launch of a family's launch sequence.
+struct KernelGeometry {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned dynamic_smem = 0;
+  // Launched with programmatic stream serialization (sm_90+): the kernel may start while the one
+  // before it in the stream finishes, and waits for its results itself (griddepcontrol.wait).
+  bool programmatic_dependent = false;
+};
+
+// A family's plan for one problem on one device: everything the caller must provide (workspace) and
+// everything the launcher needs, computed on the host from MlaVerifyProblem alone. Every launch
+// rewrites the error word in-stream (mla_verify: from per-CTA slots; the oracle: zeroed first), so a
+// captured graph stays correct on replay.
+struct MlaVerifyPlan {
+  std::string family;          // "mla_verify" or "mla_verify_naive"
+  std::string specialization;  // catalog specialization the launch uses
+  int tile = 0;                // mla_verify: the split kernel's mla::TileId (0: the device's own)
+  int num_splits = 1;          // prefix chunks per request (1 for the oracle)
+  size_t workspace_bytes = 0;  // caller allocates at least this much on the launching device
+  size_t error_word_offset = 0;  // uint32 MlaVerifyError bits, valid after the launch completes
+  KernelGeometry main;         // the attention kernel
+  KernelGeometry combine;      // the split merge (unused when num_splits == 1 and the family has none)
+  int combine_row_parts = 1;   // mla_verify: the combine's CTAs per query row (traits.h: CombineRowParts)
+};
+
+}  // namespace kjit::kernels

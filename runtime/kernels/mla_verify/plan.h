@@ -1,0 +1,80 @@
+// The fast MLA tree-verify family "mla_verify": names of its specializations and its plan (launch.h
+// launches it, family.cc describes it). The plan is a pure function of MlaVerifyProblem and the device, so a launch sequence
+// captured in a CUDA graph stays valid while the buffers' contents (P_b, D_b, masks) change.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/common/status.h"
+#include "runtime/driver/cuda_driver.h"
+#include "runtime/kernels/catalog.h"
+#include "runtime/kernels/mla_verify/args.h"
+
+namespace kjit::kernels {
+
+inline constexpr std::string_view kMlaVerifyFamily = "mla_verify";
+inline constexpr std::string_view kMlaVerifySource = "mla_verify/mla_verify.cu";
+
+// Catalog names: specialization "h<H>_<bool|packed>", with the split kernel and the combine; with a
+// forced tile (MlaVerifyPlanOptions::tile > 0) "h<H>_<mask>_t<rows>x<kv>", whose split kernel is
+// instantiated for that tile. Those are not in the catalog (MlaVerifyForcedTileSpecializations).
+std::string MlaVerifySpecializationName(int num_heads, MaskKind mask, int tile = 0);
+std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int tile = 0);
+std::string MlaVerifyCombineExpression(int num_heads);
+// Every (H, mask) specialization of the catalog (tile 0) or of a forced tile 1..kNumTileIds-1 (empty
+// for another value).
+std::vector<Specialization> MlaVerifySpecializations(int tile = 0);
+std::vector<Specialization> MlaVerifyForcedTileSpecializations(int tile);
+
+// Tile the split kernel uses on a device of compute capability cc_major (the device code picks the
+// same tile from __CUDA_ARCH__): rows per CTA, KV rows per stage, threads, dynamic shared memory.
+struct MlaVerifyTile {
+  int rows = 0;
+  int kv_tile = 0;
+  int threads = 0;
+  int smem_bytes = 0;
+  double tile_us = 0;  // time of one KV tile of one CTA (the split model's unit), measured on the H200
+};
+MlaVerifyTile MlaVerifyTileFor(int cc_major);
+// The tile of a launch: the device's (tile == 0: warpgroup MMA 64x64 on sm_90, mma.sync 64x64 on
+// sm_100, 32x16 elsewhere) or a forced mma.sync one (1: 32x16, 2: 64x64).
+MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile);
+
+// Validates what the host can (InvalidArgument saying what to fix): H in {8,16,32,64,128},
+// 1 <= max_draft <= 64, batch in [1, 65535], non-negative sizes, strides (multiples of 8 elements,
+// rows not overlapping); FailedPrecondition when the device lacks the shared memory
+// the tile needs; options.tile in 0..2. Chooses NSPLIT from B, max_draft, max_prefix (a hint: 0 =
+// unknown) and dev.sm_count unless options.num_splits > 0 (a makespan model of per-tile time, waves
+// and partial-state traffic; correctness never depends on max_prefix). Workspace: error word, one
+// error slot per split-kernel CTA, then per (request, split) the partial LSE (fp32) and O (bf16) of
+// max_draft * H rows.
+StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::DeviceInfo& dev,
+                                      const MlaVerifyPlanOptions& options = {});
+
+// The checks of PlanMlaVerify that need neither the bounds nor the device: what the family checks
+// with the shapes, before any memory is looked up.
+Status CheckMlaVerifyLimits(const MlaVerifyProblem& p);
+
+// Workspace offsets of a plan (the launcher and tests use them).
+struct MlaVerifyWorkspaceLayout {
+  size_t error_slots_offset = 0;  // uint32 per split-kernel CTA
+  size_t error_slots = 0;         // slots there: enough for any tile's grid
+  size_t part_lse_offset = 0;
+  size_t part_o_offset = 0;
+  size_t bytes = 0;
+};
+StatusOr<MlaVerifyWorkspaceLayout> MlaVerifyWorkspace(const MlaVerifyProblem& p, int num_splits);
+
+namespace internal {
+// The split model's makespan, in KV-tile times, of one launch: ctas_per_split * splits prefix CTAs
+// of ceil(prefix_tiles / splits) tiles first, then ctas_per_split tree CTAs of tree_tiles tiles (the
+// kernel's launch order), each on the CTA slot that frees first (each CTA also pays 1.5 tiles of
+// fixed cost), plus state_tiles per state for the combine. Exposed for its test.
+double MlaVerifyMakespanTiles(int slots, long ctas_per_split, long prefix_tiles, long tree_tiles, int splits,
+                              double state_tiles);
+}  // namespace internal
+
+}  // namespace kjit::kernels

@@ -1,0 +1,306 @@
+#include "runtime/kernels/mla_verify/schema.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_join.h"
+#include "runtime/common/client_text.h"
+
+namespace kjit::kernels {
+namespace {
+
+Status Bad(const std::string& tensor, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("tensor '", tensor, "': ", what));
+}
+
+// A client's shape, bounded: a rank in the thousands is shown as its first dimensions.
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  constexpr size_t kShown = 8;
+  if (shape.size() <= kShown) return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+  return absl::StrCat("[", absl::StrJoin(shape.begin(), shape.begin() + kShown, ","), ",...] (rank ", shape.size(), ")");
+}
+
+// Checks datatype (one of `types`), rank, non-negative dims, and bytes == elements * size exactly
+// (inputs) or bytes >= that (outputs, a capacity), with overflow checks.
+Status CheckTensor(const TensorDesc& t, std::initializer_list<const char*> types, size_t rank,
+                   bool exact) {
+  bool type_ok = false;
+  for (const char* ty : types) type_ok |= (t.datatype == ty);
+  if (!type_ok) {
+    return Bad(t.name, absl::StrCat("datatype ", ClientText(t.datatype), " not accepted (want ",
+                                    absl::StrJoin(types, " or "), ")"));
+  }
+  if (t.shape.size() != rank) {
+    return Bad(t.name, absl::StrCat("shape ", ShapeText(t.shape), " must have rank ", rank));
+  }
+  uint64_t elems = 1;
+  for (int64_t d : t.shape) {
+    if (d < 0) return Bad(t.name, absl::StrCat("negative dimension in ", ShapeText(t.shape)));
+    if (d != 0 && elems > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d)) {
+      return Bad(t.name, absl::StrCat("shape ", ShapeText(t.shape), " overflows"));
+    }
+    elems *= static_cast<uint64_t>(d);
+  }
+  const uint64_t elem_size = DatatypeSize(t.datatype);
+  if (elems > std::numeric_limits<uint64_t>::max() / elem_size) {
+    return Bad(t.name, absl::StrCat("shape ", ShapeText(t.shape), " overflows"));
+  }
+  const uint64_t need = elems * elem_size;
+  if (exact ? t.byte_size != need : t.byte_size < need) {
+    return Bad(t.name, absl::StrCat(t.byte_size, " bytes given, ", ShapeText(t.shape), " ",
+                                    t.datatype, " needs ", exact ? "exactly " : "at least ", need));
+  }
+  return absl::OkStatus();
+}
+
+Status Dim(const TensorDesc& t, size_t i, int64_t want, const char* what) {
+  if (t.shape[i] != want) {
+    return Bad(t.name, absl::StrCat("dimension ", i, " is ", t.shape[i], ", expected ", want, " (",
+                                    what, ")"));
+  }
+  return absl::OkStatus();
+}
+
+Status Scale(const char* name, std::optional<double> v, double dflt, float* out) {
+  const double x = v.value_or(dflt);
+  if (!std::isfinite(x) || x <= 0 || x > std::numeric_limits<float>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", name, "' must be a positive finite float, got ", x));
+  }
+  *out = static_cast<float>(x);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::span<const TensorSchema> MlaVerifyInputSchema() {
+  static const TensorSchema* const schema = new TensorSchema[kNumMlaVerifyInputs]{
+      {"q", {"BF16"}, {-1, -1, kMlaKDim}},
+      {"k_extend", {"BF16"}, {-1, 1, kMlaKDim}},
+      {"kv_cache", {"BF16"}, {-1, 1, kMlaKDim}},
+      {"qo_indptr", {"INT32"}, {-1}, false, true},
+      {"kv_indptr", {"INT32"}, {-1}, false, true},
+      {"kv_indices", {"INT64"}, {-1}},
+      {"custom_mask", {"BOOL", "UINT8"}, {-1}, true},
+      {"packed_mask", {"UINT32"}, {-1}, true},
+      {"mask_indptr", {"INT64"}, {-1}, true, true},
+  };
+  return {schema, kNumMlaVerifyInputs};
+}
+
+std::span<const TensorSchema> MlaVerifyOutputSchema() {
+  static const TensorSchema* const schema = new TensorSchema[kNumMlaVerifyOutputs]{
+      {"o", {"BF16"}, {-1, -1, kMlaVDim}},
+      {"lse", {"FP32"}, {-1, -1}, true},
+  };
+  return {schema, kNumMlaVerifyOutputs};
+}
+
+std::span<const ParamSchema> MlaVerifyParamSchema() {
+  using Kind = ParamSchema::Kind;
+  static const ParamSchema* const schema = new ParamSchema[kNumMlaVerifyParams]{
+      {"sm_scale", Kind::kNumber, /*required=*/true},
+      {"k_scale", Kind::kNumber},
+      {"v_scale", Kind::kNumber},
+      {"is_causal", Kind::kBool},
+      // Bounds for a launch whose index pointers stay on the GPU (FamilyLaunch::AssumeBounds).
+      {"kjit_max_draft", Kind::kInt, false, 1, kMlaMaxDraft},
+      {"kjit_max_prefix", Kind::kInt, false, 0},
+  };
+  return {schema, kNumMlaVerifyParams};
+}
+
+MlaVerifyScalars MlaVerifyScalarsOf(const TypedParams& params) {
+  MlaVerifyScalars s;
+  auto number = [&](int i) -> std::optional<double> {
+    if (const double* d = std::get_if<double>(&params[i])) return *d;
+    return std::nullopt;
+  };
+  s.sm_scale = number(kParamSmScale);
+  s.k_scale = number(kParamKScale);
+  s.v_scale = number(kParamVScale);
+  if (const bool* b = std::get_if<bool>(&params[kParamIsCausal])) s.is_causal = *b;
+  return s;
+}
+
+MlaVerifyHints MlaVerifyHintsOf(const TypedParams& params) {
+  MlaVerifyHints h;
+  if (const int64_t* d = std::get_if<int64_t>(&params[kParamMaxDraft])) h.max_draft = *d;
+  if (const int64_t* p = std::get_if<int64_t>(&params[kParamMaxPrefix])) h.max_prefix = *p;
+  return h;
+}
+
+StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inputs,
+                                                std::span<const TensorDesc> outputs,
+                                                const MlaVerifyScalars& scalars,
+                                                MlaVerifyLayout* layout) {
+  MlaVerifyLayout lay;
+  const std::span<const TensorSchema> schema = MlaVerifyInputSchema();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int slot = SchemaIndex(schema, inputs[i].name);
+    if (slot < 0) {
+      std::string known;
+      for (const TensorSchema& t : schema) absl::StrAppend(&known, known.empty() ? "" : ", ", t.name);
+      return Bad(ClientText(inputs[i].name), absl::StrCat("unknown input (expected ", known, ")"));
+    }
+    if (lay.input_slot[slot] >= 0) return Bad(inputs[i].name, "given twice");
+    lay.input_slot[slot] = static_cast<int>(i);
+  }
+  for (int s : {kInQ, kInKExtend, kInKvCache, kInQoIndptr, kInKvIndptr, kInKvIndices}) {
+    if (lay.input_slot[s] < 0) return Bad(schema[s].name, "required input missing");
+  }
+  const bool bool_mask = lay.input_slot[kInCustomMask] >= 0;
+  const bool packed_mask = lay.input_slot[kInPackedMask] >= 0;
+  if (bool_mask == packed_mask) {
+    return Bad(bool_mask ? "custom_mask" : "custom_mask/packed_mask",
+               "exactly one of custom_mask and packed_mask is required");
+  }
+  if (bool_mask && lay.input_slot[kInMaskIndptr] < 0) {
+    return Bad("mask_indptr", "required with custom_mask");
+  }
+  if (packed_mask && lay.input_slot[kInMaskIndptr] >= 0) {
+    return Bad("mask_indptr", "only used with custom_mask (packed rows are implied by qo_indptr)");
+  }
+  auto in = [&](int s) -> const TensorDesc& { return inputs[lay.input_slot[s]]; };
+
+  const TensorDesc& q = in(kInQ);
+  KJIT_RETURN_IF_ERROR(CheckTensor(q, {"BF16"}, 3, true));
+  KJIT_RETURN_IF_ERROR(Dim(q, 2, kMlaKDim, "latent 512 + rope 64"));
+  const int64_t n = q.shape[0], h = q.shape[1];
+  if (h < 1 || h > 1024) return Bad("q", absl::StrCat("head count ", h, " outside [1, 1024]"));
+  const TensorDesc& ke = in(kInKExtend);
+  KJIT_RETURN_IF_ERROR(CheckTensor(ke, {"BF16"}, 3, true));
+  KJIT_RETURN_IF_ERROR(Dim(ke, 0, n, "N from q"));
+  KJIT_RETURN_IF_ERROR(Dim(ke, 1, 1, "one latent row per token"));
+  KJIT_RETURN_IF_ERROR(Dim(ke, 2, kMlaKDim, "latent 512 + rope 64"));
+  const TensorDesc& kv = in(kInKvCache);
+  KJIT_RETURN_IF_ERROR(CheckTensor(kv, {"BF16"}, 3, true));
+  KJIT_RETURN_IF_ERROR(Dim(kv, 1, 1, "one latent row per slot"));
+  KJIT_RETURN_IF_ERROR(Dim(kv, 2, kMlaKDim, "latent 512 + rope 64"));
+  const TensorDesc& qo = in(kInQoIndptr);
+  KJIT_RETURN_IF_ERROR(CheckTensor(qo, {"INT32"}, 1, true));
+  const int64_t b = qo.shape[0] - 1;
+  if (b < 1 || b > std::numeric_limits<int>::max() - 1) {
+    return Bad("qo_indptr", absl::StrCat("needs B+1 >= 2 entries, got ", qo.shape[0]));
+  }
+  const TensorDesc& kvp = in(kInKvIndptr);
+  KJIT_RETURN_IF_ERROR(CheckTensor(kvp, {"INT32"}, 1, true));
+  KJIT_RETURN_IF_ERROR(Dim(kvp, 0, b + 1, "B+1 from qo_indptr"));
+  const TensorDesc& kvi = in(kInKvIndices);
+  KJIT_RETURN_IF_ERROR(CheckTensor(kvi, {"INT64"}, 1, true));
+
+  MlaVerifyProblem p;
+  if (bool_mask) {
+    KJIT_RETURN_IF_ERROR(CheckTensor(in(kInCustomMask), {"BOOL", "UINT8"}, 1, true));
+    const TensorDesc& mi = in(kInMaskIndptr);
+    KJIT_RETURN_IF_ERROR(CheckTensor(mi, {"INT64"}, 1, true));
+    KJIT_RETURN_IF_ERROR(Dim(mi, 0, b + 1, "B+1 from qo_indptr"));
+    p.mask_kind = MaskKind::kBool;
+    p.mask_len = in(kInCustomMask).shape[0];
+  } else {
+    KJIT_RETURN_IF_ERROR(CheckTensor(in(kInPackedMask), {"UINT32"}, 1, true));
+    p.mask_kind = MaskKind::kPacked;
+    p.mask_len = in(kInPackedMask).shape[0];
+  }
+
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    int* slot = outputs[i].name == "o" ? &lay.o_output
+                : outputs[i].name == "lse" ? &lay.lse_output : nullptr;
+    if (slot == nullptr) return Bad(ClientText(outputs[i].name), "unknown output (expected o, lse)");
+    if (*slot >= 0) return Bad(outputs[i].name, "requested twice");
+    *slot = static_cast<int>(i);
+  }
+  if (lay.o_output < 0) return Bad("o", "output o must be requested");
+  const TensorDesc& o = outputs[lay.o_output];
+  KJIT_RETURN_IF_ERROR(CheckTensor(o, {"BF16"}, 3, false));
+  KJIT_RETURN_IF_ERROR(Dim(o, 0, n, "N from q"));
+  KJIT_RETURN_IF_ERROR(Dim(o, 1, h, "H from q"));
+  KJIT_RETURN_IF_ERROR(Dim(o, 2, kMlaVDim, "value width 512"));
+  if (lay.lse_output >= 0) {
+    const TensorDesc& lse = outputs[lay.lse_output];
+    KJIT_RETURN_IF_ERROR(CheckTensor(lse, {"FP32"}, 2, false));
+    KJIT_RETURN_IF_ERROR(Dim(lse, 0, n, "N from q"));
+    KJIT_RETURN_IF_ERROR(Dim(lse, 1, h, "H from q"));
+  }
+
+  if (!scalars.sm_scale.has_value()) {
+    return absl::InvalidArgumentError("parameter 'sm_scale' is required");
+  }
+  KJIT_RETURN_IF_ERROR(Scale("sm_scale", scalars.sm_scale, 0, &p.sm_scale));
+  KJIT_RETURN_IF_ERROR(Scale("k_scale", scalars.k_scale, 1.0, &p.k_scale));
+  KJIT_RETURN_IF_ERROR(Scale("v_scale", scalars.v_scale, 1.0, &p.v_scale));
+  p.is_causal = scalars.is_causal.value_or(true);
+  p.batch = static_cast<int>(b);
+  p.num_heads = static_cast<int>(h);
+  p.num_q = n;
+  p.num_slots = kv.shape[0];
+  p.num_kv_indices = kvi.shape[0];
+  p.write_lse = lay.lse_output >= 0;
+  p.q_stride_h = kMlaKDim;
+  p.q_stride_n = h * kMlaKDim;
+  p.k_extend_stride_n = kMlaKDim;
+  p.o_stride_h = kMlaVDim;
+  p.o_stride_n = h * kMlaVDim;
+  *layout = lay;
+  return p;
+}
+
+Status CheckMlaVerifyIndptrs(std::span<const int32_t> qo, std::span<const int32_t> kv,
+                             std::span<const int64_t> mask, MlaVerifyProblem* p) {
+  const size_t b = static_cast<size_t>(p->batch);
+  if (qo.size() != b + 1) return Bad("qo_indptr", absl::StrCat("has ", qo.size(), " entries, expected ", b + 1));
+  if (kv.size() != b + 1) return Bad("kv_indptr", absl::StrCat("has ", kv.size(), " entries, expected ", b + 1));
+  const bool bool_mask = p->mask_kind == MaskKind::kBool;
+  if (bool_mask && mask.size() != b + 1) {
+    return Bad("mask_indptr", absl::StrCat("has ", mask.size(), " entries, expected ", b + 1));
+  }
+  if (qo[0] != 0) return Bad("qo_indptr", absl::StrCat("entry 0 is ", qo[0], ", expected 0"));
+  if (kv[0] != 0) return Bad("kv_indptr", absl::StrCat("entry 0 is ", kv[0], ", expected 0"));
+  if (bool_mask && mask[0] < 0) return Bad("mask_indptr", absl::StrCat("entry 0 is negative: ", mask[0]));
+  // One tensor at a time, so that an error names the tensor that is wrong, not a later victim.
+  int max_draft = 0;
+  int64_t packed_words = 0;
+  for (size_t i = 0; i < b; ++i) {
+    const int64_t d = int64_t{qo[i + 1]} - qo[i];
+    if (d < 1 || d > kMlaMaxDraft) {
+      return Bad("qo_indptr", absl::StrCat("request ", i, " has ", d, " draft tokens (must be 1..",
+                                           kMlaMaxDraft, ")"));
+    }
+    max_draft = std::max(max_draft, static_cast<int>(d));
+    packed_words += d * ((d + 31) / 32);
+  }
+  if (qo[b] != p->num_q) {
+    return Bad("qo_indptr", absl::StrCat("ends at ", qo[b], ", expected N = ", p->num_q, " (rows of q)"));
+  }
+  int64_t max_prefix = 0;
+  for (size_t i = 0; i < b; ++i) {
+    const int64_t pre = int64_t{kv[i + 1]} - kv[i];
+    if (pre < 0) return Bad("kv_indptr", absl::StrCat("decreases at request ", i));
+    max_prefix = std::max(max_prefix, pre);
+  }
+  if (kv[b] > p->num_kv_indices) {
+    return Bad("kv_indptr", absl::StrCat("ends at ", kv[b], ", beyond kv_indices' ",
+                                         p->num_kv_indices, " entries"));
+  }
+  if (bool_mask) {
+    for (size_t i = 0; i < b; ++i) {
+      const int64_t d = int64_t{qo[i + 1]} - qo[i];
+      const int64_t want = d * (int64_t{kv[i + 1]} - kv[i] + d);  // <= 64 * (2^31 + 64)
+      if (mask[i + 1] < mask[i] || mask[i + 1] - mask[i] != want) {
+        return Bad("mask_indptr", absl::StrCat("request ", i, " spans ", mask[i + 1] - mask[i],
+                                               " mask entries, expected D*(P+D) = ", want));
+      }
+    }
+    if (mask[b] > p->mask_len) {
+      return Bad("mask_indptr", absl::StrCat("ends at ", mask[b], ", beyond custom_mask's ",
+                                             p->mask_len, " entries"));
+    }
+  } else if (packed_words > p->mask_len) {
+    return Bad("packed_mask", absl::StrCat("has ", p->mask_len, " words, the draft rows need ",
+                                           packed_words));
+  }
+  p->max_draft = max_draft;
+  p->max_prefix = max_prefix;
+  return absl::OkStatus();
+}
+
+}  // namespace kjit::kernels

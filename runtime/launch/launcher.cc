@@ -1,0 +1,309 @@
+#include "runtime/launch/launcher.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/common/client_text.h"
+#include "runtime/ipc/sigbus_guard.h"
+#include "runtime/kernels/registry.h"
+#include "runtime/launch/launch_state.h"
+
+namespace kjit::launch {
+
+enum LaunchParam : int { kParamDevice, kParamWaitEvent, kParamSignalEvent, kNumLaunchParams };
+
+namespace {
+
+using internal::LaunchState;
+using internal::Located;
+using Where = Located::Where;
+
+constexpr size_t kAlign = 256;
+// Every staged tensor gets its own nonzero address, empty ones included.
+size_t AlignUp(size_t x) { return (std::max<size_t>(x, 1) + kAlign - 1) & ~(kAlign - 1); }
+
+uint64_t NeededBytes(const kernels::TensorDesc& t) {
+  uint64_t n = kernels::DatatypeSize(t.datatype);
+  for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+}  // namespace
+
+namespace internal {
+
+Status Check(const LaunchRequest& r, LaunchState* s, LaunchResult* result) {
+  KJIT_ASSIGN_OR_RETURN(s->family, kernels::FindFamily(r.model));
+  result->family = s->family;
+  std::vector<kernels::ParamSchema> schemas(s->family->params().begin(), s->family->params().end());
+  const size_t family_params = schemas.size();
+  schemas.insert(schemas.end(), LaunchParamSchema().begin(), LaunchParamSchema().end());
+  KJIT_ASSIGN_OR_RETURN(kernels::TypedParams params, kernels::ConvertParams(schemas, r.params));
+  const kernels::TypedParams launch_params(params.begin() + family_params, params.end());
+  params.resize(family_params);
+  if (const int64_t* d = std::get_if<int64_t>(&launch_params[kParamDevice])) s->device = *d;
+  if (const auto* w = std::get_if<std::string>(&launch_params[kParamWaitEvent])) s->wait_name = *w;
+  if (const auto* e = std::get_if<std::string>(&launch_params[kParamSignalEvent])) s->signal_name = *e;
+
+  std::vector<kernels::TensorDesc> in, out;
+  for (const TensorArg& t : r.inputs) in.push_back(t.desc);
+  for (const TensorArg& t : r.outputs) out.push_back(t.desc);
+  KJIT_ASSIGN_OR_RETURN(s->launch, s->family->Check(in, out, params));
+  result->outputs = std::move(out);
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+
+namespace {
+
+// What a launch has queued on its stream: on an error return after the first copy, the stream is
+// synchronized before the staging, the regions and the words go back (they must outlive every use
+// of them on the GPU). A synchronous launch leaves the stream synchronized.
+struct Queued {
+  const driver::Api* api;
+  CUstream stream;
+  bool armed = false;
+  ~Queued() {
+    if (armed) (void)api->cuStreamSynchronize(stream);
+  }
+};
+
+// Device memory of one launch: staging offsets by request position, the workspace, the error word.
+struct Staged {
+  std::vector<size_t> in_off, out_off;
+  size_t in_total = 0, total = 0;
+  CUdeviceptr staging = 0, workspace = 0;
+  uint8_t* pinned = nullptr;
+  std::shared_ptr<uint8_t> async_pinned;  // an asynchronous launch's own page-locked block
+  MappedWord word;                        // where the launch's error word lands
+};
+
+// Step 5: offsets, device staging and workspace, the host side of the copies, the copy in.
+Status Stage(DeviceRuntime* dev, const LaunchState& s, const kernels::LaunchNeeds& needs, Staged* st,
+             Queued* queued) {
+  const LaunchRequest& r = *s.request;
+  st->in_off.assign(s.inputs.size(), 0);
+  st->out_off.assign(s.outputs.size(), 0);
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    if (s.inputs[i].where == Where::kCuda) continue;
+    st->in_off[i] = st->total;
+    st->total += AlignUp(s.inputs[i].bytes);
+  }
+  st->in_total = st->total;
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    if (s.outputs[i].where == Where::kCuda) continue;
+    st->out_off[i] = st->total;
+    st->total += AlignUp(NeededBytes(r.outputs[i].desc));
+  }
+  if (st->total > 0) {
+    KJIT_ASSIGN_OR_RETURN(st->staging, dev->staging().Staging(st->total));
+  }
+  KJIT_ASSIGN_OR_RETURN(st->workspace, dev->staging().Workspace(needs.workspace_bytes));
+  // Inputs are staged in pinned host memory (same offsets as the device staging): one contiguous
+  // host-to-device copy in (from pageable memory the driver may first wait for everything queued on
+  // the stream; on the H200 it did for 4.7 MB), and for a synchronous launch one device-to-host copy
+  // out. An asynchronous launch returns before its copy runs, so its inputs get a pinned block of
+  // their own, held until the launch is reaped (its outputs are all in CUDA regions).
+  if (s.async() && st->in_total > 0) {
+    KJIT_ASSIGN_OR_RETURN(st->async_pinned, dev->staging().AcquireAsync(st->in_total, dev->in_flight().size() == 0));
+    st->pinned = st->async_pinned.get();
+  } else if (!s.async() && st->total > 0) {
+    KJIT_ASSIGN_OR_RETURN(st->pinned, dev->staging().Pinned(st->total));
+  }
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    const Located& l = s.inputs[i];
+    if (l.where == Where::kCuda || l.bytes == 0) continue;
+    // System memory is copied under the SIGBUS guard (a truncated client object must never fault
+    // the daemon or the driver).
+    if (l.where == Where::kShared) {
+      KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(st->pinned + st->in_off[i], l.host, l.bytes,
+                                            internal::TensorWhere(s, i).c_str()));
+    } else {
+      std::memcpy(st->pinned + st->in_off[i], internal::HostBytes(l), l.bytes);
+    }
+  }
+  if (st->pinned != nullptr && st->in_total > 0) {
+    queued->armed = true;
+    KJIT_RETURN_IF_ERROR(driver::Check(
+        queued->api->cuMemcpyHtoDAsync(st->staging, st->pinned, st->in_total, queued->stream), "staging the inputs"));
+  }
+  return absl::OkStatus();
+}
+
+kernels::LaunchAddresses Addresses(const LaunchState& s, const kernels::LaunchNeeds& needs, const Staged& st) {
+  kernels::LaunchAddresses a;
+  auto addr = [&](const std::vector<Located>& located, const std::vector<size_t>& off, int i) -> CUdeviceptr {
+    if (i < 0) return 0;
+    return located[i].where == Where::kCuda ? located[i].device : st.staging + off[i];
+  };
+  for (int i : s.launch->input_slots()) a.inputs.push_back(addr(s.inputs, st.in_off, i));
+  for (int i : s.launch->output_slots()) a.outputs.push_back(addr(s.outputs, st.out_off, i));
+  a.workspace = st.workspace;
+  a.error_word = needs.stores_error_word ? st.word.device : 0;
+  return a;
+}
+
+// Step 7, asynchronous: the launch's references stay until it has run; its error word is read then.
+Status HoldUntilRun(DeviceRuntime* dev, LaunchState* s, Staged* st, LaunchResult* result) {
+  std::vector<std::shared_ptr<const void>> refs = {s->wait, s->signal};
+  for (const Located& l : s->inputs) refs.push_back(l.region);
+  for (const Located& l : s->outputs) refs.push_back(l.region);
+  if (st->async_pinned) refs.push_back(std::move(st->async_pinned));
+  InFlightLaunches::ErrorWatch watch;
+  watch.word = st->word.host;
+  if (s->wait) watch.events.push_back({s->wait->name, s->wait});
+  watch.events.push_back({s->signal->name, s->signal});
+  watch.report = [model = s->request->model, id = s->request->id, event = s->signal->name,
+                  launch = std::shared_ptr<const kernels::FamilyLaunch>(std::move(s->launch))](uint32_t err) {
+    return absl::StrCat("asynchronous ", model, " launch (id '", ClientText(id), "', kjit_signal_event '",
+                        ClientText(event), "') failed: ", launch->ErrorStatus(err).message());
+  };
+  KJIT_RETURN_IF_ERROR(dev->in_flight().Hold(std::move(refs), std::move(watch)));
+  result->output_bytes.assign(s->outputs.size(), std::string());
+  return absl::OkStatus();
+}
+
+// Step 7, synchronous: outputs and the error word come back in one stream synchronization.
+Status FinishSync(const driver::Api* api, DeviceRuntime* dev, const LaunchState& s, const Staged& st,
+                  std::chrono::steady_clock::time_point t0, LaunchResult* result) {
+  const CUstream stream = dev->stream();
+  if (st.total > st.in_total) {
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoHAsync(st.pinned + st.in_total, st.staging + st.in_total,
+                                                              st.total - st.in_total, stream),
+                                       "reading the outputs"));
+  }
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "cuStreamSynchronize(launch)"));
+  result->compute_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  KJIT_RETURN_IF_ERROR(s.launch->ErrorStatus(*static_cast<volatile uint32_t*>(st.word.host)));
+  result->output_bytes.assign(s.outputs.size(), std::string());
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    const Located& l = s.outputs[i];
+    const uint64_t n = NeededBytes(s.request->outputs[i].desc);
+    if (l.where == Where::kCuda || n == 0) continue;
+    const uint8_t* from = st.pinned + st.out_off[i];
+    if (l.where == Where::kHost) {
+      result->output_bytes[i].assign(reinterpret_cast<const char*>(from), n);
+    } else {  // system memory is written under the SIGBUS guard
+      KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(const_cast<uint8_t*>(l.host), from, n,
+                                            absl::StrCat("tensor '", s.request->outputs[i].desc.name, "'").c_str()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Steps 3-7 under the device's lock.
+Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, LaunchResult* result) {
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  std::lock_guard<std::mutex> lock(dev->mu());
+  KJIT_RETURN_IF_ERROR(dev->context().MakeCurrent());
+  dev->in_flight().Reap();
+  if (dev->kernels() == nullptr) return absl::FailedPreconditionError("kernels not loaded on this GPU");
+  // An earlier asynchronous launch's kernel errors are known only once it has run: they fail the
+  // next launch on this GPU that names one of its events.
+  for (const auto& ev : {s->wait, s->signal}) {
+    if (!ev) continue;
+    const std::string failure = dev->in_flight().TakeFailure(ev->name, ev);
+    if (!failure.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("not run: an earlier ", failure,
+                                                        " (reported to the next launch that names event '",
+                                                        ClientText(ev->name), "')"));
+    }
+  }
+  Staged st;
+  // An asynchronous launch's error word is a word of its own, read when it is reaped.
+  struct ReleaseWord {
+    ErrorWords* words;
+    uint32_t* word = nullptr;
+    ~ReleaseWord() {
+      if (word != nullptr) words->Release(word);
+    }
+  } release{&dev->error_words()};
+  if (s->async()) {
+    KJIT_ASSIGN_OR_RETURN(st.word, dev->error_words().Acquire());
+    release.word = st.word.host;
+  }
+  Queued queued{api, dev->stream()};
+  if (internal::IndexPointersOnDevice(*s)) {
+    // Asynchronous (the client's wait event may still be producing them), or bounds given: the
+    // kernels check them. Otherwise they are read back and checked here.
+    if (s->async() || s->launch->has_bounds()) {
+      s->launch->AssumeBounds();
+    } else {
+      KJIT_RETURN_IF_ERROR(internal::ReadBackIndexPointers(dev, s));
+    }
+  }
+  KJIT_ASSIGN_OR_RETURN(const kernels::LaunchNeeds needs, s->launch->Plan(dev->info()));
+  KJIT_RETURN_IF_ERROR(Stage(dev, *s, needs, &st, &queued));
+  if (!s->async()) {
+    KJIT_ASSIGN_OR_RETURN(st.word, dev->error_words().Sync());
+  }
+
+  queued.armed = true;
+  if (s->wait) {
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(dev->stream(), s->wait->event->get(), 0),
+                                       "cuStreamWaitEvent(kjit_wait_event)"));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  KJIT_RETURN_IF_ERROR(s->launch->Enqueue(*dev->kernels(), Addresses(*s, needs, st), dev->stream()));
+  if (s->signal) {
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuEventRecord(s->signal->event->get(), dev->stream()),
+                                       "cuEventRecord(kjit_signal_event)"));
+  }
+  // The error word, where the kernels did not store it: after the client's signal event (the client
+  // does not wait for this copy), and before the synchronous launch's stream synchronization.
+  if (!needs.stores_error_word) {
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoHAsync(st.word.host, st.workspace + needs.error_word_offset,
+                                                              sizeof(uint32_t), dev->stream()),
+                                       "reading the error word"));
+  }
+  if (s->async()) {
+    release.word = nullptr;  // queued: the word belongs to the launch now
+    KJIT_RETURN_IF_ERROR(HoldUntilRun(dev, s, &st, result));
+    queued.armed = false;
+    return absl::OkStatus();
+  }
+  Status done = FinishSync(api, dev, *s, st, t0, result);
+  queued.armed = false;
+  return done;
+}
+
+}  // namespace
+
+std::span<const kernels::ParamSchema> LaunchParamSchema() {
+  using Kind = kernels::ParamSchema::Kind;
+  static const kernels::ParamSchema* const schema = new kernels::ParamSchema[kNumLaunchParams]{
+      {"kjit_device", Kind::kInt},
+      {"kjit_wait_event", Kind::kString},
+      {"kjit_signal_event", Kind::kString},
+  };
+  return {schema, kNumLaunchParams};
+}
+
+Status Launcher::Run(const LaunchRequest& request, LaunchResult* result) const {
+  LaunchState s;
+  s.request = &request;
+  KJIT_RETURN_IF_ERROR(internal::Check(request, &s, result));
+  KJIT_RETURN_IF_ERROR(internal::Locate(*options_.regions, &s));
+  // Index pointers in host memory are checked before a GPU is involved; device-resident ones are
+  // read back and checked under the device's lock, or left to the kernels.
+  if (!internal::IndexPointersOnDevice(s)) KJIT_RETURN_IF_ERROR(internal::CheckIndexPointers(&s));
+  KJIT_ASSIGN_OR_RETURN(DeviceRuntime * dev, options_.device(s.device));
+  KJIT_RETURN_IF_ERROR(internal::CheckDevice(s, dev->info().ordinal));
+  Status st = RunOnDevice(dev, &s, result);
+  if (st.code() == absl::StatusCode::kInternal && options_.poisoned) {  // how driver::Check reports launch failures
+    // A sticky CUDA error poisons the context: every later call fails the same way.
+    auto api = driver::Get();
+    std::lock_guard<std::mutex> lock(dev->mu());
+    if (api.ok() && dev->context().MakeCurrent().ok()) {
+      const CUresult r = (*api)->cuCtxSynchronize();
+      if (r != CUDA_SUCCESS) options_.poisoned(std::string(driver::Check(r, "cuCtxSynchronize").message()));
+    }
+  }
+  return st;
+}
+
+}  // namespace kjit::launch

@@ -1,0 +1,55 @@
+// The one launch path of the daemon, whatever the transport: from a LaunchRequest to kernels queued
+// on a GPU and a LaunchResult.
+//
+//   Check     the family's checks on the descriptions and parameters, before any memory is touched
+//   Locate    regions and events looked up and bounded; every CUDA one on the launch's GPU
+//   Bound     index pointers in host memory read and checked; on the GPU read back and checked, or
+//             left to the kernels (an asynchronous launch, or one that gives the family's bounds)
+//   Plan      the family's plan for the device
+//   Stage     host and system-memory tensors copied into the device's staging
+//   Enqueue   optional wait on the client's event, the kernels, optional signal event
+//   Finish    synchronous: one stream synchronization, outputs and the error word read back;
+//             asynchronous: the launch's references held until it has run, the reply sent at once
+//
+// The in-process client (client/) runs Check, Bound (AssumeBounds), Plan and Enqueue of the same
+// FamilyLaunch on its caller's stream and workspace (kernels::FamilyLaunch).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "runtime/ipc/region_registry.h"
+#include "runtime/kernels/family.h"
+#include "runtime/launch/device_runtime.h"
+#include "runtime/launch/launch_request.h"
+
+namespace kjit::launch {
+
+// Parameters every launch takes next to its family's: kjit_device (the GPU ordinal in the daemon's
+// numbering), kjit_wait_event and kjit_signal_event (registered IPC events; a signal event makes the
+// launch asynchronous: the reply comes once it is queued).
+std::span<const kernels::ParamSchema> LaunchParamSchema();
+
+class Launcher {
+ public:
+  struct Options {
+    const ipc::RegionRegistry* regions = nullptr;
+    // The device of an ordinal, or why there is none to launch on (starting, compile-only, out of range).
+    std::function<StatusOr<DeviceRuntime*>(int64_t ordinal)> device;
+    // Called when a launch left its device's context unusable (a sticky CUDA error).
+    std::function<void(const std::string& why)> poisoned;
+  };
+  explicit Launcher(Options options) : options_(std::move(options)) {}
+
+  // INVALID_ARGUMENT naming what to fix for a bad request; NOT_FOUND for an unknown region or event;
+  // FAILED_PRECONDITION / UNAVAILABLE when no device can run it; the kernels' errors as the family
+  // reports them. `result` is filled as far as the launch got (family, outputs' descriptions).
+  Status Run(const LaunchRequest& request, LaunchResult* result) const;
+
+ private:
+  Options options_;
+};
+
+}  // namespace kjit::launch

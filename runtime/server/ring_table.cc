@@ -1,0 +1,197 @@
+#include "runtime/server/ring_table.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/ipc/launch_ring.h"
+#include "runtime/ipc/sigbus_guard.h"
+#include "runtime/common/log.h"
+#include "runtime/server/request_cache.h"
+
+namespace kjit::server {
+
+// One ring's poller thread. Every access to the shared region is guarded (the client may truncate
+// the object) and bounded by the capacity read at Open; the request is copied out before parsing.
+class RingPoller {
+ public:
+  RingPoller(std::shared_ptr<const ipc::Region> region, uint32_t capacity, const ipc::RegionRegistry* regions,
+             const InferHandler* handler, std::chrono::microseconds spin)
+      : region_(std::move(region)), capacity_(capacity), regions_(regions), handler_(handler), spin_(spin) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~RingPoller() {
+    stop_ = true;
+    ipc::FutexWakeAll(&header()->request_seq);
+    thread_.join();
+  }
+  bool finished() const { return finished_; }
+  const ipc::Region* region() const { return region_.get(); }
+
+ private:
+  ipc::RingHeader* header() const { return reinterpret_cast<ipc::RingHeader*>(region_->system->data()); }
+  char* area(size_t offset) const { return reinterpret_cast<char*>(region_->system->data()) + offset; }
+
+  Status Put(uint32_t* field, uint32_t value) {
+    return ipc::GuardedCopy(field, &value, sizeof(value), "the launch ring");
+  }
+
+  // Runs one request and publishes its answer under `seq`.
+  Status Serve(uint32_t seq) {
+    ipc::RingHeader* h = header();
+    std::string& out = *cache_.outgoing();
+    out.clear();
+    Status call = absl::OkStatus();
+    KJIT_ASSIGN_OR_RETURN(const uint32_t n, ipc::GuardedLoad32(&h->request_bytes, "the launch ring"));
+    if (n > capacity_) {
+      call = absl::InvalidArgumentError(
+          absl::StrCat("ring request of ", n, " bytes exceeds the ring's capacity of ", capacity_));
+    } else {
+      std::string* bytes = cache_.incoming();
+      bytes->resize(n);
+      KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(bytes->data(), area(ipc::kRingHeaderBytes), n, "the launch ring"));
+      const inference::ModelInferRequest* req = cache_.Parse();
+      if (req == nullptr) {
+        call = absl::InvalidArgumentError("the ring's request is not a serialized inference.ModelInferRequest");
+      } else {
+        inference::ModelInferResponse* resp = cache_.response();
+        call = (*handler_)(*req, resp);
+        if (call.ok()) {
+          resp->SerializeToString(&out);
+          if (out.size() > capacity_) {
+            call = absl::ResourceExhaustedError(absl::StrCat("the response of ", out.size(),
+                                                             " bytes exceeds the ring's capacity of ", capacity_,
+                                                             "; use a larger ring or outputs in regions"));
+            out.clear();
+          }
+        }
+      }
+    }
+    const std::string message(call.message().substr(0, capacity_ - out.size()));
+    char* dst = area(ipc::kRingHeaderBytes + capacity_);
+    KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(dst, out.data(), out.size(), "the launch ring"));
+    KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(dst + out.size(), message.data(), message.size(), "the launch ring"));
+    KJIT_RETURN_IF_ERROR(Put(&h->response_bytes, static_cast<uint32_t>(out.size())));
+    KJIT_RETURN_IF_ERROR(Put(reinterpret_cast<uint32_t*>(&h->status_code), static_cast<uint32_t>(call.code())));
+    KJIT_RETURN_IF_ERROR(Put(&h->message_bytes, static_cast<uint32_t>(message.size())));
+    __atomic_thread_fence(__ATOMIC_RELEASE);  // everything above before the sequence number
+    KJIT_RETURN_IF_ERROR(Put(&h->response_seq, seq));
+    KJIT_ASSIGN_OR_RETURN(const uint32_t sleeping, ipc::GuardedLoad32(&h->client_sleeping, "the launch ring"));
+    if (sleeping != 0) ipc::FutexWakeAll(&h->response_seq);
+    cache_.Done(out.size());
+    return absl::OkStatus();
+  }
+
+  void Run() {
+    ipc::RingHeader* h = header();
+    Status s = absl::OkStatus();
+    auto last = ipc::GuardedLoad32(&h->response_seq, "the launch ring");
+    if (!last.ok()) s = last.status();
+    uint32_t done = last.ok() ? *last : 0;
+    auto idle_since = std::chrono::steady_clock::now();
+    while (s.ok() && !stop_) {
+      auto seq = ipc::GuardedLoad32(&h->request_seq, "the launch ring");
+      if (!seq.ok()) {
+        s = seq.status();
+        break;
+      }
+      if (*seq != done) {
+        s = Serve(*seq);
+        done = *seq;
+        idle_since = std::chrono::steady_clock::now();
+        continue;
+      }
+      if (std::chrono::steady_clock::now() - idle_since < spin_) {
+        ipc::CpuRelax();
+        continue;
+      }
+      // Idle: make sure the region is still registered, then sleep until the client writes.
+      auto current = regions_->FindRegion(region_->name);
+      if (!current.ok() || current->get() != region_.get()) break;
+      if (s = Put(&h->daemon_sleeping, 1); !s.ok()) break;
+      auto again = ipc::GuardedLoad32(&h->request_seq, "the launch ring");
+      if (again.ok() && *again == done) ipc::FutexWait(&h->request_seq, done, std::chrono::milliseconds(50));
+      s = Put(&h->daemon_sleeping, 0);
+    }
+    if (!s.ok()) Log(LogLevel::kWarn, absl::StrCat("launch ring '", region_->name, "' stopped: ", s.message()));
+    finished_ = true;
+  }
+
+  std::shared_ptr<const ipc::Region> region_;
+  uint32_t capacity_;
+  const ipc::RegionRegistry* regions_;
+  const InferHandler* handler_;
+  std::chrono::microseconds spin_;
+  // Serve's messages and buffers, kept across requests (this thread alone uses them).
+  RequestCache cache_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> finished_{false};
+  std::thread thread_;
+};
+
+RingTable::RingTable(const ipc::RegionRegistry* regions) : regions_(regions) {}
+
+RingTable::~RingTable() { Clear(); }
+
+StatusOr<uint32_t> RingTable::Open(const std::string& name) {
+  KJIT_ASSIGN_OR_RETURN(std::shared_ptr<const ipc::Region> region, regions_->FindRegion(name));
+  if (region->kind() != ipc::RegionKind::kSystem)
+    return absl::InvalidArgumentError(
+        absl::StrCat("region '", name, "' is CUDA memory; a launch ring lives in system shared memory"));
+  if (region->size() < ipc::kRingHeaderBytes)
+    return absl::InvalidArgumentError(absl::StrCat("region '", name, "' has ", region->size(),
+                                                   " bytes, less than a launch ring header (",
+                                                   ipc::kRingHeaderBytes, ")"));
+  ipc::RingHeader h;
+  KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(&h, region->system->data(), sizeof(h), "the launch ring"));
+  if (h.magic != ipc::kRingMagic || h.version != ipc::kRingVersion)
+    return absl::InvalidArgumentError(absl::StrCat("region '", name,
+                                                   "' does not start with a kjit launch ring header of version ",
+                                                   ipc::kRingVersion, " (write one with RingClient::Create)"));
+  if (h.capacity == 0 || ipc::RingBytes(h.capacity) > region->size())
+    return absl::InvalidArgumentError(absl::StrCat("region '", name, "': a ring of capacity ", h.capacity,
+                                                   " needs ", ipc::RingBytes(h.capacity), " bytes, the region has ",
+                                                   region->size()));
+  std::lock_guard<std::mutex> lock(mu_);
+  PruneLocked();
+  if (auto it = rings_.find(name); it != rings_.end()) {
+    if (it->second->region() == region.get())
+      return absl::AlreadyExistsError(absl::StrCat("region '", name, "' is a launch ring already"));
+    rings_.erase(it);  // a ring on an earlier region of that name, not yet noticed that it is gone
+  }
+  rings_[name] = std::make_unique<RingPoller>(std::move(region), h.capacity, regions_, &handler_, spin_);
+  return h.capacity;
+}
+
+void RingTable::Close(const std::string& name) {
+  std::unique_ptr<RingPoller> poller;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = rings_.find(name);
+    if (it == rings_.end()) return;
+    poller = std::move(it->second);
+    rings_.erase(it);
+  }
+  poller.reset();  // joins outside the lock
+}
+
+void RingTable::Clear() {
+  std::map<std::string, std::unique_ptr<RingPoller>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    all.swap(rings_);
+  }
+  all.clear();
+}
+
+void RingTable::PruneLocked() {
+  for (auto it = rings_.begin(); it != rings_.end();) {
+    if (it->second->finished()) {
+      it = rings_.erase(it);  // its thread has left Run: the join is immediate
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace kjit::server
