@@ -15,7 +15,8 @@
 namespace kjit {
 namespace mla {
 
-// The error word: the OR of the split kernel's CTA slots (after its grid has completed), by one CTA.
+// The error word: the OR of the split kernel's CTA slots (after its grid has completed), by one CTA;
+// nonzero bits also go into the accumulated word when there is one.
 __device__ __forceinline__ void PublishErrors(const MlaVerifyParams& p) {
   __shared__ unsigned any;
   if (threadIdx.x == 0) any = 0;
@@ -24,7 +25,10 @@ __device__ __forceinline__ void PublishErrors(const MlaVerifyParams& p) {
   for (int i = threadIdx.x; i < p.error_slot_count; i += blockDim.x) bits |= p.error_slots[i];
   if (bits != 0) atomicOr(&any, bits);
   __syncthreads();
-  if (threadIdx.x == 0) *p.error_word = any;
+  if (threadIdx.x == 0) {
+    *p.error_word = any;
+    if (any != 0 && p.accumulated_error_word != nullptr) atomicOr(p.accumulated_error_word, any);
+  }
 }
 
 // Shared memory of the combine: each slice's running max and sum, and the accumulators of every

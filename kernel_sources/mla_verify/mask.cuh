@@ -21,7 +21,7 @@ struct TreeMask {
     if (kPacked) {
       long long w = 0;
       for (int i = 0; i < b; ++i) {
-        const long long d = p.qo_indptr[i + 1] - p.qo_indptr[i];
+        const long long d = IndptrAt(p.qo_indptr, p.qo_indptr_64, i + 1) - IndptrAt(p.qo_indptr, p.qo_indptr_64, i);
         w += d > 0 ? d * ((d + 31) / 32) : 0;
       }
       base = w;

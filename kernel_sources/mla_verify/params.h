@@ -7,6 +7,8 @@ namespace mla {
 
 // Workspace layout (offsets from MlaVerifyParams' pointers, all set by the host plan):
 //   error_word: one uint32 of MlaVerifyError bits: the OR of the error slots, written by the combine
+//   accumulated_error_word: null, or a uint32 the combine ORs nonzero bits into and never clears,
+//               so a caller can check the launches since its last look at a sync point of its own
 //   error_slots: [error_slot_count] uint32, one per split-kernel CTA (linear block index), each
 //               written by its CTA on every launch (so nothing needs zeroing in-stream)
 //   part_lse:   [batch][num_splits + 1][rows_cap] fp32, log2 units; -inf = empty state
@@ -17,8 +19,8 @@ struct MlaVerifyParams {
   const unsigned short* q;         // [N, H, 576] bf16
   const unsigned short* k_extend;  // [N, 1, 576] bf16
   const unsigned short* kv_cache;  // [S, 1, 576] bf16
-  const int* qo_indptr;            // [B + 1]
-  const int* kv_indptr;            // [B + 1]
+  const void* qo_indptr;           // [B + 1] int32, or int64 when qo_indptr_64
+  const void* kv_indptr;           // [B + 1] int32, or int64 when kv_indptr_64
   const long long* kv_indices;     // [num_kv_indices]
   const void* mask;                // bool bytes or packed uint32 words
   const long long* mask_indptr;    // [B + 1] (bool masks)
@@ -27,6 +29,7 @@ struct MlaVerifyParams {
   unsigned short* part_o;
   float* part_lse;
   unsigned* error_word;
+  unsigned* accumulated_error_word;
   unsigned* error_slots;
 
   long long num_q;
@@ -44,6 +47,7 @@ struct MlaVerifyParams {
   int error_slot_count;  // the split kernel's CTAs
   int combine_row_parts;  // CTAs per query row of a wide combine (traits.h: CombineRowParts)
   int is_causal;
+  int qo_indptr_64, kv_indptr_64;  // 1: that index pointer holds int64 entries
   float prefix_scale_log2;  // sm_scale * k_scale * log2(e)
   float tree_scale_log2;    // sm_scale * log2(e)
   float v_scale;

@@ -17,9 +17,14 @@ struct Request {
   bool ok;
 };
 
+// Entry i of an index pointer of int32 or int64 entries (SGLang's CUDA-graph buffers hold int64).
+__device__ __forceinline__ long long IndptrAt(const void* indptr, int is_64, long long i) {
+  return is_64 ? static_cast<const long long*>(indptr)[i] : static_cast<const int*>(indptr)[i];
+}
+
 __device__ __forceinline__ Request LoadRequest(const MlaVerifyParams& p, int b) {
-  const long long q0 = p.qo_indptr[b], q1 = p.qo_indptr[b + 1];
-  const long long k0 = p.kv_indptr[b], k1 = p.kv_indptr[b + 1];
+  const long long q0 = IndptrAt(p.qo_indptr, p.qo_indptr_64, b), q1 = IndptrAt(p.qo_indptr, p.qo_indptr_64, b + 1);
+  const long long k0 = IndptrAt(p.kv_indptr, p.kv_indptr_64, b), k1 = IndptrAt(p.kv_indptr, p.kv_indptr_64, b + 1);
   Request r;
   r.ok = 0 <= q0 && q0 <= q1 && q1 <= p.num_q && q1 - q0 <= p.max_draft && 0 <= k0 && k0 <= k1 &&
          k1 <= p.num_kv_indices;

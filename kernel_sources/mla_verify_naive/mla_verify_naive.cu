@@ -18,6 +18,15 @@ __device__ __forceinline__ float RoundToBf16(float x) {  // round to nearest eve
   return __uint_as_float(static_cast<unsigned>(h) << 16);
 }
 
+__device__ __forceinline__ long long IndptrAt(const void* indptr, int is_64, long long i) {
+  return is_64 ? static_cast<const long long*>(indptr)[i] : static_cast<const int*>(indptr)[i];
+}
+
+__device__ __forceinline__ void RaiseError(const NaiveParams& p, unsigned bits) {
+  atomicOr(p.error_word, bits);
+  if (p.accumulated_error_word != nullptr) atomicOr(p.accumulated_error_word, bits);
+}
+
 struct Row {
   int b;          // request
   int r;          // draft row within the request
@@ -35,8 +44,8 @@ template <bool kPacked>
 __device__ bool FindRow(const NaiveParams& p, long long n, Row* row) {
   long long words_before = 0;
   for (int b = 0; b < p.batch; ++b) {
-    const long long q0 = p.qo_indptr[b], q1 = p.qo_indptr[b + 1];
-    const long long k0 = p.kv_indptr[b], k1 = p.kv_indptr[b + 1];
+    const long long q0 = IndptrAt(p.qo_indptr, p.qo_indptr_64, b), q1 = IndptrAt(p.qo_indptr, p.qo_indptr_64, b + 1);
+    const long long k0 = IndptrAt(p.kv_indptr, p.kv_indptr_64, b), k1 = IndptrAt(p.kv_indptr, p.kv_indptr_64, b + 1);
     if (q0 < 0 || q1 < q0 || q1 > p.num_q || k0 < 0 || k1 < k0 || k1 > p.num_kv_indices) return false;
     const long long d = q1 - q0;
     if (n >= q0 && n < q1) {
@@ -84,7 +93,7 @@ __device__ const unsigned short* KeyRow(const NaiveParams& p, const Row& row, lo
   if (j < row.prefix) {
     const long long slot = p.kv_indices[row.kv0 + j];
     if (slot < 0 || slot >= p.num_slots) {
-      atomicOr(p.error_word, kErrKvIndexOutOfRange);
+      RaiseError(p, kErrKvIndexOutOfRange);
       return nullptr;
     }
     *scale_log2 = p.prefix_scale_log2;
@@ -133,10 +142,10 @@ __global__ void __launch_bounds__(kThreads) mla_verify_naive(const NaiveParams p
   const int h = blockIdx.y;
   Row row;
   if (!FindRow<kPacked>(p, n, &row)) {
-    if (threadIdx.x == 0) atomicOr(p.error_word, kErrBadIndptr);
+    if (threadIdx.x == 0) RaiseError(p, kErrBadIndptr);
     return;
   }
-  if (!row.mask_ok && threadIdx.x == 0) atomicOr(p.error_word, kErrBadIndptr);
+  if (!row.mask_ok && threadIdx.x == 0) RaiseError(p, kErrBadIndptr);
   const long long keys = row.prefix + (row.mask_ok ? row.draft : 0);
 
   const unsigned short* q = p.q + n * p.q_stride_n + h * p.q_stride_h;

@@ -10,14 +10,15 @@ struct NaiveParams {
   const unsigned short* q;         // [N, H, 576] bf16, strides below
   const unsigned short* k_extend;  // [N, 1, 576] bf16
   const unsigned short* kv_cache;  // [S, 1, 576] bf16, row stride 576
-  const int* qo_indptr;            // [B + 1]
-  const int* kv_indptr;            // [B + 1], prefix only
+  const void* qo_indptr;           // [B + 1] int32, or int64 when qo_indptr_64
+  const void* kv_indptr;           // [B + 1], prefix only; int32, or int64 when kv_indptr_64
   const long long* kv_indices;     // [num_kv_indices]
   const void* mask;                // bool bytes or packed uint32 words
   const long long* mask_indptr;    // [B + 1] (bool masks)
   unsigned short* o;               // [N, H, 512] bf16
   float* lse;                      // [N, H] fp32 natural log, or null
   unsigned* error_word;            // MlaVerifyError bits
+  unsigned* accumulated_error_word;  // null, or a word the kernel also ORs its bits into (never cleared)
 
   long long num_q;
   long long num_slots;
@@ -30,6 +31,7 @@ struct NaiveParams {
   int batch;
   int num_heads;
   int is_causal;
+  int qo_indptr_64, kv_indptr_64;
   float prefix_scale_log2;  // sm_scale * k_scale * log2(e)
   float tree_scale_log2;    // sm_scale * log2(e)
   float v_scale;

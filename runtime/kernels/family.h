@@ -99,6 +99,9 @@ struct LaunchAddresses {
   std::vector<CUdeviceptr> inputs, outputs;
   CUdeviceptr workspace = 0;
   CUdeviceptr error_word = 0;  // 0: the workspace's (LaunchNeeds::error_word_offset)
+  // Optional: a word the kernels OR every nonzero error bit into and never clear (an in-process
+  // caller reads it at its own sync points; the daemon reads each launch's error word instead).
+  CUdeviceptr accumulated_error_word = 0;
 };
 
 // One launch of a family whose tensor descriptions and parameters passed the family's checks.

@@ -32,6 +32,8 @@ struct MlaVerifyProblem {
   int max_draft = 0;          // upper bound on every D_b (1..64 required)
   int64_t max_prefix = 0;     // upper bound on every P_b; a planning hint (0 = unknown)
   MaskKind mask_kind = MaskKind::kBool;
+  bool qo_indptr_64 = false;  // qo_indptr holds int64 entries (else int32)
+  bool kv_indptr_64 = false;  // kv_indptr holds int64 entries (else int32)
   bool is_causal = true;
   bool write_lse = false;
   float sm_scale = 0.f;
@@ -62,6 +64,9 @@ struct MlaVerifyBuffers {
   // writes it with one plain store after the split kernel's grid, so it may be host memory mapped
   // into the device (read after the stream synchronizes, with no copy queued).
   CUdeviceptr error_word = 0;
+  // Optional: a word the kernels OR every nonzero error bit into and never clear, for a caller that
+  // reads errors at its own sync points (the in-process client) rather than after each launch.
+  CUdeviceptr accumulated_error_word = 0;
 };
 
 // Bits of the error word that a kernel sets in the workspace; the host reports them after the launch.

@@ -92,8 +92,9 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   KJIT_RETURN_IF_ERROR(CheckPtr(b.q, "q", 16));
   KJIT_RETURN_IF_ERROR(CheckPtr(b.k_extend, "k_extend", 16));
   KJIT_RETURN_IF_ERROR(CheckPtr(b.kv_cache, "kv_cache", 16));
-  KJIT_RETURN_IF_ERROR(CheckPtr(b.qo_indptr, "qo_indptr", 4));
-  KJIT_RETURN_IF_ERROR(CheckPtr(b.kv_indptr, "kv_indptr", 4));
+  KJIT_RETURN_IF_ERROR(CheckPtr(b.qo_indptr, "qo_indptr", p.qo_indptr_64 ? 8 : 4));
+  KJIT_RETURN_IF_ERROR(CheckPtr(b.kv_indptr, "kv_indptr", p.kv_indptr_64 ? 8 : 4));
+  if (b.accumulated_error_word != 0) KJIT_RETURN_IF_ERROR(CheckPtr(b.accumulated_error_word, "accumulated_error_word", 4));
   KJIT_RETURN_IF_ERROR(CheckPtr(b.o, "o", 8));
   if (p.num_kv_indices > 0) KJIT_RETURN_IF_ERROR(CheckPtr(b.kv_indices, "kv_indices", 8));
   if (p.mask_len > 0) {
@@ -112,8 +113,10 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   params.q = As<const unsigned short>(b.q);
   params.k_extend = As<const unsigned short>(b.k_extend);
   params.kv_cache = As<const unsigned short>(b.kv_cache);
-  params.qo_indptr = As<const int>(b.qo_indptr);
-  params.kv_indptr = As<const int>(b.kv_indptr);
+  params.qo_indptr = As<const void>(b.qo_indptr);
+  params.kv_indptr = As<const void>(b.kv_indptr);
+  params.qo_indptr_64 = p.qo_indptr_64 ? 1 : 0;
+  params.kv_indptr_64 = p.kv_indptr_64 ? 1 : 0;
   params.kv_indices = As<const long long>(b.kv_indices);
   params.mask = As<const void>(b.mask);
   params.mask_indptr = As<const long long>(b.mask_indptr);
@@ -122,6 +125,7 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   params.part_o = As<unsigned short>(b.workspace + ws.part_o_offset);
   params.part_lse = As<float>(b.workspace + ws.part_lse_offset);
   params.error_word = As<unsigned>(error_word);
+  params.accumulated_error_word = b.accumulated_error_word != 0 ? As<unsigned>(b.accumulated_error_word) : nullptr;
   params.error_slots = As<unsigned>(b.workspace + ws.error_slots_offset);
   params.error_slot_count = static_cast<int>(split_ctas);
   params.combine_row_parts = plan.combine_row_parts;

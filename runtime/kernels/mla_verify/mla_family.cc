@@ -17,6 +17,13 @@ std::vector<T> Words(std::span<const uint8_t> bytes) {
   return v;
 }
 
+// An index pointer of int32 or int64 entries, widened.
+std::vector<int64_t> Indptr(std::span<const uint8_t> bytes, bool is_64) {
+  if (is_64) return Words<int64_t>(bytes);
+  const std::vector<int32_t> narrow = Words<int32_t>(bytes);
+  return std::vector<int64_t>(narrow.begin(), narrow.end());
+}
+
 class MlaLaunch final : public FamilyLaunch {
  public:
   MlaLaunch(const MlaFamilyOps* ops, MlaVerifyProblem problem, MlaVerifyLayout layout, MlaVerifyHints hints)
@@ -31,9 +38,10 @@ class MlaLaunch final : public FamilyLaunch {
 
   Status CheckIndexPointers(std::span<const std::span<const uint8_t>> by_input) override {
     if (by_input.size() != kNumMlaVerifyInputs) return absl::InternalError("index pointers by schema position");
-    const auto qo = Words<int32_t>(by_input[kInQoIndptr]), kv = Words<int32_t>(by_input[kInKvIndptr]);
+    const auto qo = Indptr(by_input[kInQoIndptr], problem_.qo_indptr_64);
+    const auto kv = Indptr(by_input[kInKvIndptr], problem_.kv_indptr_64);
     const auto mask = Words<int64_t>(by_input[kInMaskIndptr]);
-    return CheckMlaVerifyIndptrs(qo, kv, mask, &problem_);
+    return CheckMlaVerifyIndptrs(std::span<const int64_t>(qo), std::span<const int64_t>(kv), mask, &problem_);
   }
 
   void AssumeBounds() override {
@@ -69,6 +77,7 @@ class MlaLaunch final : public FamilyLaunch {
     b.lse = a.outputs[kOutLse];
     b.workspace = a.workspace;
     b.error_word = ops_->stores_error_word ? a.error_word : 0;
+    b.accumulated_error_word = a.accumulated_error_word;
     return ops_->launch(kernels, plan_, problem_, b, stream);
   }
 

@@ -20,16 +20,16 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape.begin(), shape.begin() + kShown, ","), ",...] (rank ", shape.size(), ")");
 }
 
-// Checks datatype (one of `types`), rank, non-negative dims, and bytes == elements * size exactly
-// (inputs) or bytes >= that (outputs, a capacity), with overflow checks.
-Status CheckTensor(const TensorDesc& t, std::initializer_list<const char*> types, size_t rank,
-                   bool exact) {
+// Checks the datatype and rank the schema gives, non-negative dims, and bytes == elements * size
+// exactly (inputs) or bytes >= that (outputs, a capacity), with overflow checks.
+Status CheckTensor(const TensorDesc& t, const TensorSchema& schema, bool exact) {
   bool type_ok = false;
-  for (const char* ty : types) type_ok |= (t.datatype == ty);
+  for (const std::string& ty : schema.datatypes) type_ok |= (t.datatype == ty);
   if (!type_ok) {
     return Bad(t.name, absl::StrCat("datatype ", ClientText(t.datatype), " not accepted (want ",
-                                    absl::StrJoin(types, " or "), ")"));
+                                    absl::StrJoin(schema.datatypes, " or "), ")"));
   }
+  const size_t rank = schema.shape.size();
   if (t.shape.size() != rank) {
     return Bad(t.name, absl::StrCat("shape ", ShapeText(t.shape), " must have rank ", rank));
   }
@@ -77,8 +77,8 @@ std::span<const TensorSchema> MlaVerifyInputSchema() {
       {"q", {"BF16"}, {-1, -1, kMlaKDim}},
       {"k_extend", {"BF16"}, {-1, 1, kMlaKDim}},
       {"kv_cache", {"BF16"}, {-1, 1, kMlaKDim}},
-      {"qo_indptr", {"INT32"}, {-1}, false, true},
-      {"kv_indptr", {"INT32"}, {-1}, false, true},
+      {"qo_indptr", {"INT32", "INT64"}, {-1}, false, true},
+      {"kv_indptr", {"INT32", "INT64"}, {-1}, false, true},
       {"kv_indices", {"INT64"}, {-1}},
       {"custom_mask", {"BOOL", "UINT8"}, {-1}, true},
       {"packed_mask", {"UINT32"}, {-1}, true},
@@ -129,10 +129,11 @@ MlaVerifyHints MlaVerifyHintsOf(const TypedParams& params) {
   return h;
 }
 
-StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inputs,
-                                                std::span<const TensorDesc> outputs,
-                                                const MlaVerifyScalars& scalars,
-                                                MlaVerifyLayout* layout) {
+namespace {
+
+// Which schema tensor each request tensor is: unknown or repeated names, missing required inputs
+// and the mask inputs' combinations are errors.
+StatusOr<MlaVerifyLayout> Bind(std::span<const TensorDesc> inputs, std::span<const TensorDesc> outputs) {
   MlaVerifyLayout lay;
   const std::span<const TensorSchema> schema = MlaVerifyInputSchema();
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -160,48 +161,6 @@ StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inpu
   if (packed_mask && lay.input_slot[kInMaskIndptr] >= 0) {
     return Bad("mask_indptr", "only used with custom_mask (packed rows are implied by qo_indptr)");
   }
-  auto in = [&](int s) -> const TensorDesc& { return inputs[lay.input_slot[s]]; };
-
-  const TensorDesc& q = in(kInQ);
-  KJIT_RETURN_IF_ERROR(CheckTensor(q, {"BF16"}, 3, true));
-  KJIT_RETURN_IF_ERROR(Dim(q, 2, kMlaKDim, "latent 512 + rope 64"));
-  const int64_t n = q.shape[0], h = q.shape[1];
-  if (h < 1 || h > 1024) return Bad("q", absl::StrCat("head count ", h, " outside [1, 1024]"));
-  const TensorDesc& ke = in(kInKExtend);
-  KJIT_RETURN_IF_ERROR(CheckTensor(ke, {"BF16"}, 3, true));
-  KJIT_RETURN_IF_ERROR(Dim(ke, 0, n, "N from q"));
-  KJIT_RETURN_IF_ERROR(Dim(ke, 1, 1, "one latent row per token"));
-  KJIT_RETURN_IF_ERROR(Dim(ke, 2, kMlaKDim, "latent 512 + rope 64"));
-  const TensorDesc& kv = in(kInKvCache);
-  KJIT_RETURN_IF_ERROR(CheckTensor(kv, {"BF16"}, 3, true));
-  KJIT_RETURN_IF_ERROR(Dim(kv, 1, 1, "one latent row per slot"));
-  KJIT_RETURN_IF_ERROR(Dim(kv, 2, kMlaKDim, "latent 512 + rope 64"));
-  const TensorDesc& qo = in(kInQoIndptr);
-  KJIT_RETURN_IF_ERROR(CheckTensor(qo, {"INT32"}, 1, true));
-  const int64_t b = qo.shape[0] - 1;
-  if (b < 1 || b > std::numeric_limits<int>::max() - 1) {
-    return Bad("qo_indptr", absl::StrCat("needs B+1 >= 2 entries, got ", qo.shape[0]));
-  }
-  const TensorDesc& kvp = in(kInKvIndptr);
-  KJIT_RETURN_IF_ERROR(CheckTensor(kvp, {"INT32"}, 1, true));
-  KJIT_RETURN_IF_ERROR(Dim(kvp, 0, b + 1, "B+1 from qo_indptr"));
-  const TensorDesc& kvi = in(kInKvIndices);
-  KJIT_RETURN_IF_ERROR(CheckTensor(kvi, {"INT64"}, 1, true));
-
-  MlaVerifyProblem p;
-  if (bool_mask) {
-    KJIT_RETURN_IF_ERROR(CheckTensor(in(kInCustomMask), {"BOOL", "UINT8"}, 1, true));
-    const TensorDesc& mi = in(kInMaskIndptr);
-    KJIT_RETURN_IF_ERROR(CheckTensor(mi, {"INT64"}, 1, true));
-    KJIT_RETURN_IF_ERROR(Dim(mi, 0, b + 1, "B+1 from qo_indptr"));
-    p.mask_kind = MaskKind::kBool;
-    p.mask_len = in(kInCustomMask).shape[0];
-  } else {
-    KJIT_RETURN_IF_ERROR(CheckTensor(in(kInPackedMask), {"UINT32"}, 1, true));
-    p.mask_kind = MaskKind::kPacked;
-    p.mask_len = in(kInPackedMask).shape[0];
-  }
-
   for (size_t i = 0; i < outputs.size(); ++i) {
     int* slot = outputs[i].name == "o" ? &lay.o_output
                 : outputs[i].name == "lse" ? &lay.lse_output : nullptr;
@@ -210,14 +169,67 @@ StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inpu
     *slot = static_cast<int>(i);
   }
   if (lay.o_output < 0) return Bad("o", "output o must be requested");
+  return lay;
+}
+
+}  // namespace
+
+StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inputs,
+                                                std::span<const TensorDesc> outputs,
+                                                const MlaVerifyScalars& scalars,
+                                                MlaVerifyLayout* layout) {
+  KJIT_ASSIGN_OR_RETURN(const MlaVerifyLayout lay, Bind(inputs, outputs));
+  const bool bool_mask = lay.input_slot[kInCustomMask] >= 0;
+  auto in = [&](int s) -> const TensorDesc& { return inputs[lay.input_slot[s]]; };
+
+  const TensorDesc& q = in(kInQ);
+  KJIT_RETURN_IF_ERROR(CheckTensor(q, MlaVerifyInputSchema()[kInQ], true));
+  KJIT_RETURN_IF_ERROR(Dim(q, 2, kMlaKDim, "latent 512 + rope 64"));
+  const int64_t n = q.shape[0], h = q.shape[1];
+  if (h < 1 || h > 1024) return Bad("q", absl::StrCat("head count ", h, " outside [1, 1024]"));
+  const TensorDesc& ke = in(kInKExtend);
+  KJIT_RETURN_IF_ERROR(CheckTensor(ke, MlaVerifyInputSchema()[kInKExtend], true));
+  KJIT_RETURN_IF_ERROR(Dim(ke, 0, n, "N from q"));
+  KJIT_RETURN_IF_ERROR(Dim(ke, 1, 1, "one latent row per token"));
+  KJIT_RETURN_IF_ERROR(Dim(ke, 2, kMlaKDim, "latent 512 + rope 64"));
+  const TensorDesc& kv = in(kInKvCache);
+  KJIT_RETURN_IF_ERROR(CheckTensor(kv, MlaVerifyInputSchema()[kInKvCache], true));
+  KJIT_RETURN_IF_ERROR(Dim(kv, 1, 1, "one latent row per slot"));
+  KJIT_RETURN_IF_ERROR(Dim(kv, 2, kMlaKDim, "latent 512 + rope 64"));
+  const TensorDesc& qo = in(kInQoIndptr);
+  KJIT_RETURN_IF_ERROR(CheckTensor(qo, MlaVerifyInputSchema()[kInQoIndptr], true));
+  const int64_t b = qo.shape[0] - 1;
+  if (b < 1 || b > std::numeric_limits<int>::max() - 1) {
+    return Bad("qo_indptr", absl::StrCat("needs B+1 >= 2 entries, got ", qo.shape[0]));
+  }
+  const TensorDesc& kvp = in(kInKvIndptr);
+  KJIT_RETURN_IF_ERROR(CheckTensor(kvp, MlaVerifyInputSchema()[kInKvIndptr], true));
+  KJIT_RETURN_IF_ERROR(Dim(kvp, 0, b + 1, "B+1 from qo_indptr"));
+  const TensorDesc& kvi = in(kInKvIndices);
+  KJIT_RETURN_IF_ERROR(CheckTensor(kvi, MlaVerifyInputSchema()[kInKvIndices], true));
+
+  MlaVerifyProblem p;
+  if (bool_mask) {
+    KJIT_RETURN_IF_ERROR(CheckTensor(in(kInCustomMask), MlaVerifyInputSchema()[kInCustomMask], true));
+    const TensorDesc& mi = in(kInMaskIndptr);
+    KJIT_RETURN_IF_ERROR(CheckTensor(mi, MlaVerifyInputSchema()[kInMaskIndptr], true));
+    KJIT_RETURN_IF_ERROR(Dim(mi, 0, b + 1, "B+1 from qo_indptr"));
+    p.mask_kind = MaskKind::kBool;
+    p.mask_len = in(kInCustomMask).shape[0];
+  } else {
+    KJIT_RETURN_IF_ERROR(CheckTensor(in(kInPackedMask), MlaVerifyInputSchema()[kInPackedMask], true));
+    p.mask_kind = MaskKind::kPacked;
+    p.mask_len = in(kInPackedMask).shape[0];
+  }
+
   const TensorDesc& o = outputs[lay.o_output];
-  KJIT_RETURN_IF_ERROR(CheckTensor(o, {"BF16"}, 3, false));
+  KJIT_RETURN_IF_ERROR(CheckTensor(o, MlaVerifyOutputSchema()[kOutO], false));
   KJIT_RETURN_IF_ERROR(Dim(o, 0, n, "N from q"));
   KJIT_RETURN_IF_ERROR(Dim(o, 1, h, "H from q"));
   KJIT_RETURN_IF_ERROR(Dim(o, 2, kMlaVDim, "value width 512"));
   if (lay.lse_output >= 0) {
     const TensorDesc& lse = outputs[lay.lse_output];
-    KJIT_RETURN_IF_ERROR(CheckTensor(lse, {"FP32"}, 2, false));
+    KJIT_RETURN_IF_ERROR(CheckTensor(lse, MlaVerifyOutputSchema()[kOutLse], false));
     KJIT_RETURN_IF_ERROR(Dim(lse, 0, n, "N from q"));
     KJIT_RETURN_IF_ERROR(Dim(lse, 1, h, "H from q"));
   }
@@ -229,6 +241,8 @@ StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inpu
   KJIT_RETURN_IF_ERROR(Scale("k_scale", scalars.k_scale, 1.0, &p.k_scale));
   KJIT_RETURN_IF_ERROR(Scale("v_scale", scalars.v_scale, 1.0, &p.v_scale));
   p.is_causal = scalars.is_causal.value_or(true);
+  p.qo_indptr_64 = qo.datatype == "INT64";
+  p.kv_indptr_64 = kvp.datatype == "INT64";
   p.batch = static_cast<int>(b);
   p.num_heads = static_cast<int>(h);
   p.num_q = n;
@@ -246,6 +260,12 @@ StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inpu
 
 Status CheckMlaVerifyIndptrs(std::span<const int32_t> qo, std::span<const int32_t> kv,
                              std::span<const int64_t> mask, MlaVerifyProblem* p) {
+  const std::vector<int64_t> qo64(qo.begin(), qo.end()), kv64(kv.begin(), kv.end());
+  return CheckMlaVerifyIndptrs(std::span<const int64_t>(qo64), std::span<const int64_t>(kv64), mask, p);
+}
+
+Status CheckMlaVerifyIndptrs(std::span<const int64_t> qo, std::span<const int64_t> kv,
+                             std::span<const int64_t> mask, MlaVerifyProblem* p) {
   const size_t b = static_cast<size_t>(p->batch);
   if (qo.size() != b + 1) return Bad("qo_indptr", absl::StrCat("has ", qo.size(), " entries, expected ", b + 1));
   if (kv.size() != b + 1) return Bad("kv_indptr", absl::StrCat("has ", kv.size(), " entries, expected ", b + 1));
@@ -253,50 +273,48 @@ Status CheckMlaVerifyIndptrs(std::span<const int32_t> qo, std::span<const int32_
   if (bool_mask && mask.size() != b + 1) {
     return Bad("mask_indptr", absl::StrCat("has ", mask.size(), " entries, expected ", b + 1));
   }
-  if (qo[0] != 0) return Bad("qo_indptr", absl::StrCat("entry 0 is ", qo[0], ", expected 0"));
-  if (kv[0] != 0) return Bad("kv_indptr", absl::StrCat("entry 0 is ", kv[0], ", expected 0"));
-  if (bool_mask && mask[0] < 0) return Bad("mask_indptr", absl::StrCat("entry 0 is negative: ", mask[0]));
+  // The contents come from client memory: messages say what is wrong, never the values (a client
+  // may name memory it could not read itself), and no difference is taken that could overflow.
+  if (qo[0] != 0) return Bad("qo_indptr", "entry 0 is not 0");
+  if (kv[0] != 0) return Bad("kv_indptr", "entry 0 is not 0");
+  if (bool_mask && mask[0] < 0) return Bad("mask_indptr", "entry 0 is negative");
   // One tensor at a time, so that an error names the tensor that is wrong, not a later victim.
   int max_draft = 0;
   int64_t packed_words = 0;
   for (size_t i = 0; i < b; ++i) {
-    const int64_t d = int64_t{qo[i + 1]} - qo[i];
-    if (d < 1 || d > kMlaMaxDraft) {
-      return Bad("qo_indptr", absl::StrCat("request ", i, " has ", d, " draft tokens (must be 1..",
-                                           kMlaMaxDraft, ")"));
+    // qo[i] is in [0, 64 i] by now: qo[i] + 64 cannot overflow.
+    if (qo[i + 1] < qo[i] + 1 || qo[i + 1] > qo[i] + kMlaMaxDraft) {
+      return Bad("qo_indptr", absl::StrCat("request ", i, " has a draft token count outside 1..", kMlaMaxDraft));
     }
+    const int64_t d = qo[i + 1] - qo[i];
     max_draft = std::max(max_draft, static_cast<int>(d));
     packed_words += d * ((d + 31) / 32);
   }
   if (qo[b] != p->num_q) {
-    return Bad("qo_indptr", absl::StrCat("ends at ", qo[b], ", expected N = ", p->num_q, " (rows of q)"));
+    return Bad("qo_indptr", absl::StrCat("does not end at N = ", p->num_q, " (rows of q)"));
   }
   int64_t max_prefix = 0;
   for (size_t i = 0; i < b; ++i) {
-    const int64_t pre = int64_t{kv[i + 1]} - kv[i];
-    if (pre < 0) return Bad("kv_indptr", absl::StrCat("decreases at request ", i));
-    max_prefix = std::max(max_prefix, pre);
+    if (kv[i + 1] < kv[i]) return Bad("kv_indptr", absl::StrCat("decreases at request ", i));
+    max_prefix = std::max(max_prefix, kv[i + 1] - kv[i]);  // both >= 0
   }
   if (kv[b] > p->num_kv_indices) {
-    return Bad("kv_indptr", absl::StrCat("ends at ", kv[b], ", beyond kv_indices' ",
-                                         p->num_kv_indices, " entries"));
+    return Bad("kv_indptr", absl::StrCat("ends beyond kv_indices' ", p->num_kv_indices, " entries"));
   }
   if (bool_mask) {
     for (size_t i = 0; i < b; ++i) {
-      const int64_t d = int64_t{qo[i + 1]} - qo[i];
-      const int64_t want = d * (int64_t{kv[i + 1]} - kv[i] + d);  // <= 64 * (2^31 + 64)
-      if (mask[i + 1] < mask[i] || mask[i + 1] - mask[i] != want) {
-        return Bad("mask_indptr", absl::StrCat("request ", i, " spans ", mask[i + 1] - mask[i],
-                                               " mask entries, expected D*(P+D) = ", want));
+      const int64_t d = qo[i + 1] - qo[i];
+      // P_b <= kv_indices' length, a real buffer's (< 2^44 entries): no overflow.
+      const int64_t want = d * (kv[i + 1] - kv[i] + d);
+      if (mask[i + 1] < mask[i] || mask[i + 1] - mask[i] != want) {  // mask[i] >= mask[0] >= 0
+        return Bad("mask_indptr", absl::StrCat("request ", i, " does not span D*(P+D) mask entries"));
       }
     }
     if (mask[b] > p->mask_len) {
-      return Bad("mask_indptr", absl::StrCat("ends at ", mask[b], ", beyond custom_mask's ",
-                                             p->mask_len, " entries"));
+      return Bad("mask_indptr", absl::StrCat("ends beyond custom_mask's ", p->mask_len, " entries"));
     }
   } else if (packed_words > p->mask_len) {
-    return Bad("packed_mask", absl::StrCat("has ", p->mask_len, " words, the draft rows need ",
-                                           packed_words));
+    return Bad("packed_mask", absl::StrCat("has ", p->mask_len, " words, fewer than the draft rows need"));
   }
   p->max_draft = max_draft;
   p->max_prefix = max_prefix;

@@ -66,6 +66,9 @@ StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inpu
 // monotone, end at N and within kv_indices; every D_b is in [1, 64]; mask_indptr (custom_mask
 // only; empty span for packed) matches cumsum(D_b * (P_b + D_b)) from its first entry and stays
 // inside the mask; a packed mask holds sum D_b * ceil(D_b / 32) words. Sets max_draft, max_prefix.
+Status CheckMlaVerifyIndptrs(std::span<const int64_t> qo_indptr, std::span<const int64_t> kv_indptr,
+                             std::span<const int64_t> mask_indptr, MlaVerifyProblem* problem);
+// The same for int32 index pointers (widened).
 Status CheckMlaVerifyIndptrs(std::span<const int32_t> qo_indptr, std::span<const int32_t> kv_indptr,
                              std::span<const int64_t> mask_indptr, MlaVerifyProblem* problem);
 
