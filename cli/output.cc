@@ -1,4 +1,4 @@
-#include "jit_cache/cli/output.h"
+#include "cli/output.h"
 
 #include <google/protobuf/util/json_util.h>
 

@@ -5,9 +5,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "jit_cache/cli/args.h"
-#include "jit_cache/cli/commands.h"
-#include "jit_cache/cli/output.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/output.h"
 #include "jit_cache/cubin_cache.h"
 
 namespace kjit::cli {
