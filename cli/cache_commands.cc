@@ -10,6 +10,7 @@
 #include "cli/json.h"
 #include "cli/output.h"
 #include "jit_cache/cubin_cache.h"
+#include "runtime/common/kernel_resources.h"
 
 namespace kjit::cli {
 namespace {
@@ -59,13 +60,14 @@ std::unique_ptr<cache::CubinCache> OpenCache(const Parsed& p, uint64_t max_bytes
 Json MetaJson(const std::string& key, const cache::EntryMeta& m) {
   Json kernels = Json::array();
   for (const auto& k : m.kernels) {
+    const KernelResources& r = k.resources;
     kernels.push_back({{"name_expression", k.name_expression},
-                       {"lowered_name", k.lowered_name},
-                       {"registers", k.registers},
-                       {"spill_store_bytes", k.spill_store_bytes},
-                       {"spill_load_bytes", k.spill_load_bytes},
-                       {"shared_bytes", k.shared_bytes},
-                       {"stack_bytes", k.stack_bytes}});
+                       {"lowered_name", r.lowered_name},
+                       {"registers", r.registers},
+                       {"spill_store_bytes", r.spill_store_bytes},
+                       {"spill_load_bytes", r.spill_load_bytes},
+                       {"shared_bytes", r.shared_bytes},
+                       {"stack_bytes", r.stack_bytes}});
   }
   return {{"key", key},
           {"family", m.family},
@@ -128,9 +130,10 @@ int Show(const Parsed& p) {
   std::printf("\n\n");
   std::vector<std::vector<std::string>> rows;
   for (const auto& k : m.kernels) {
-    rows.push_back({k.name_expression, k.lowered_name, std::to_string(k.registers),
-                    absl::StrCat(k.spill_store_bytes, "/", k.spill_load_bytes), std::to_string(k.shared_bytes),
-                    std::to_string(k.stack_bytes)});
+    const KernelResources& r = k.resources;
+    rows.push_back({k.name_expression, r.lowered_name, std::to_string(r.registers),
+                    absl::StrCat(r.spill_store_bytes, "/", r.spill_load_bytes), std::to_string(r.shared_bytes),
+                    std::to_string(r.stack_bytes)});
   }
   PrintTable({"kernel", "lowered name", "registers", "spills st/ld", "smem", "stack"}, rows);
   return kExitOk;

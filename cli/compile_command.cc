@@ -15,6 +15,7 @@
 #include "cli/json.h"
 #include "cli/output.h"
 #include "jit_cache/cubin_cache.h"
+#include "runtime/common/kernel_resources.h"
 #include "runtime/kernels/catalog.h"
 #include "runtime/kernels/kernel_compiler.h"
 #include "runtime/nvrtc/compiler.h"
@@ -60,7 +61,7 @@ Json ResultJson(const kernels::Specialization& spec, const std::string& arch,
   j["cubin_arch"] = r->cubin_arch;
   Json ks = Json::array();
   for (size_t i = 0; i < r->lowered_names.size(); ++i) {
-    const nvrtc::KernelResources* res = i < r->resources.size() ? &r->resources[i] : nullptr;
+    const KernelResources* res = i < r->resources.size() ? &r->resources[i] : nullptr;
     ks.push_back({{"name_expression", r->lowered_names[i].first},
                   {"lowered_name", r->lowered_names[i].second},
                   {"registers", res ? res->registers : 0},
@@ -127,7 +128,7 @@ int RunCompile(int argc, char** argv, int first) {
     const auto& k = *results[i];
     compiled += k.origin == kernels::CompiledKernel::Origin::kCompiled;
     for (size_t j = 0; j < k.lowered_names.size(); ++j) {
-      const nvrtc::KernelResources r = j < k.resources.size() ? k.resources[j] : nvrtc::KernelResources{};
+      const KernelResources r = j < k.resources.size() ? k.resources[j] : KernelResources{};
       const std::string shown = k.cubin_arch == arch ? arch : arch + " as " + k.cubin_arch;
       rows.push_back({k.lowered_names[j].first, spec.family + "/" + spec.name, shown, std::to_string(r.registers),
                       absl::StrCat(r.spill_store_bytes, "/", r.spill_load_bytes), std::to_string(r.shared_bytes),

@@ -28,7 +28,7 @@ struct CompiledKernel {
   std::string cache_key;  // hex digest; empty when compiled without a cache
   std::vector<char> cubin;
   std::vector<std::pair<std::string, std::string>> lowered_names;  // name expression -> lowered
-  std::vector<nvrtc::KernelResources> resources;
+  std::vector<KernelResources> resources;
   double compile_ms = 0;
   using Origin = cache::Origin;  // cache::OriginName names it
   Origin origin = Origin::kCompiled;
