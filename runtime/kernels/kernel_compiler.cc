@@ -104,7 +104,7 @@ StatusOr<nvrtc::CompileRequest> BuildRequest(const Specialization& spec, std::st
   // point at its file; errors in the prelude read "<entry>.prelude(line)".
   req.program_name = absl::StrCat(spec.entry_source, ".prelude");
   req.source = absl::StrCat(spec.prelude, "\n#line 1 \"", spec.entry_source, "\"\n", entry);
-  req.headers = AllKernelHeaders();
+  req.headers = IncludedKernelHeaders(req.source);
   req.options = spec.extra_options;
   req.name_expressions = spec.name_expressions;
   return req;
