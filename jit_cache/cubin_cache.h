@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/common/kernel_resources.h"
 #include "runtime/common/status.h"
 
 namespace kjit::cache {
@@ -35,15 +36,11 @@ namespace kjit::cache {
 // Entry file format version; part of every key, so a format change never reads old files.
 inline constexpr uint32_t kFormatVersion = 1;
 
-// One kernel of a compiled program, with ptxas's resource report.
+// One kernel of a compiled program: its name expression, lowered name and ptxas's resource report
+// (everything but const_bytes is stored in the entry).
 struct KernelInfo {
   std::string name_expression;  // e.g. "kjit::mla_verify_split<8, false>"
-  std::string lowered_name;     // from nvrtcGetLoweredName
-  int registers = 0;
-  int spill_store_bytes = 0;
-  int spill_load_bytes = 0;
-  int shared_bytes = 0;  // static shared memory
-  int stack_bytes = 0;
+  KernelResources resources;
 };
 
 // Everything that determines the cubin (JIT_CACHE.md "Key"). No paths, UUIDs or times.

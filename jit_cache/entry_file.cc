@@ -51,9 +51,10 @@ std::string EncodeMeta(const EntryMeta& m) {
   absl::StrAppend(&out, "compile_ms=", m.compile_ms, "\n", "created_unix=", m.created_unix, "\n");
   for (const auto& o : m.options) absl::StrAppend(&out, "option=", Esc(o), "\n");
   for (const auto& k : m.kernels) {
-    absl::StrAppend(&out, "kernel=", Esc(k.name_expression), "\t", Esc(k.lowered_name), "\t",
-                    k.registers, "\t", k.spill_store_bytes, "\t", k.spill_load_bytes, "\t",
-                    k.shared_bytes, "\t", k.stack_bytes, "\n");
+    const KernelResources& r = k.resources;
+    absl::StrAppend(&out, "kernel=", Esc(k.name_expression), "\t", Esc(r.lowered_name), "\t",
+                    r.registers, "\t", r.spill_store_bytes, "\t", r.spill_load_bytes, "\t",
+                    r.shared_bytes, "\t", r.stack_bytes, "\n");
   }
   return out;
 }
@@ -69,9 +70,9 @@ Status ParseKernel(absl::string_view value, KernelInfo* k) {
   std::vector<absl::string_view> f = absl::StrSplit(value, '\t');
   if (f.size() != 7) return Bad("bad kernel line in metadata");
   KJIT_RETURN_IF_ERROR(Unescape(f[0], &k->name_expression));
-  KJIT_RETURN_IF_ERROR(Unescape(f[1], &k->lowered_name));
-  int* ints[] = {&k->registers, &k->spill_store_bytes, &k->spill_load_bytes, &k->shared_bytes,
-                 &k->stack_bytes};
+  KernelResources& r = k->resources;
+  KJIT_RETURN_IF_ERROR(Unescape(f[1], &r.lowered_name));
+  int* ints[] = {&r.registers, &r.spill_store_bytes, &r.spill_load_bytes, &r.shared_bytes, &r.stack_bytes};
   for (int i = 0; i < 5; ++i) {
     if (!absl::SimpleAtoi(f[2 + i], ints[i])) return Bad("bad kernel resource in metadata");
   }

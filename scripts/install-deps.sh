@@ -8,6 +8,7 @@ packages=(
   cmake make g++ pkg-config                                  # build
   libabsl-dev libssl-dev libboost-dev                         # Status, SHA-256, Boost.Interprocess
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # gRPC services
+  nlohmann-json3-dev                                          # JSON output of the kjit tool
   libgtest-dev libgmock-dev                                   # unit tests
   python3 python3-grpcio python3-protobuf python3-numpy        # Python client and its tests
 )

@@ -23,7 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "jit_cache/cli/args.h"
+#include "cli/args.h"
 #include "jit_cache/cubin_cache.h"
 #include "runtime/driver/cuda_driver.h"
 #include "runtime/kernels/registry.h"

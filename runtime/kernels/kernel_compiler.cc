@@ -64,15 +64,12 @@ cache::Entry ToEntry(const CompiledKernel& k, const std::vector<std::string>& op
   e.meta.options = options;
   e.meta.compile_ms = k.compile_ms;
   for (const auto& [expr, lowered] : k.lowered_names) {
-    cache::KernelInfo info{.name_expression = expr, .lowered_name = lowered};
-    for (const nvrtc::KernelResources& r : k.resources) {
-      if (r.lowered_name != lowered) continue;
-      info.registers = r.registers;
-      info.spill_store_bytes = r.spill_store_bytes;
-      info.spill_load_bytes = r.spill_load_bytes;
-      info.shared_bytes = r.shared_bytes;
-      info.stack_bytes = r.stack_bytes;
+    cache::KernelInfo info{.name_expression = expr, .resources = {.lowered_name = lowered}};
+    for (const KernelResources& r : k.resources) {
+      if (r.lowered_name == lowered) info.resources = r;
     }
+    // The entry file has no const_bytes; dropping it here keeps memory hits equal to disk hits.
+    info.resources.const_bytes = 0;
     e.meta.kernels.push_back(std::move(info));
   }
   e.cubin = k.cubin;
@@ -87,14 +84,9 @@ CompiledKernel FromEntry(const Specialization& spec, std::string_view arch, cach
   k.cubin_arch = e.meta.arch;
   k.cache_key = std::move(e.key);
   k.cubin = std::move(e.cubin);
-  for (const cache::KernelInfo& info : e.meta.kernels) {
-    k.lowered_names.emplace_back(info.name_expression, info.lowered_name);
-    k.resources.push_back({.lowered_name = info.lowered_name,
-                           .registers = info.registers,
-                           .spill_store_bytes = info.spill_store_bytes,
-                           .spill_load_bytes = info.spill_load_bytes,
-                           .shared_bytes = info.shared_bytes,
-                           .stack_bytes = info.stack_bytes});
+  for (cache::KernelInfo& info : e.meta.kernels) {
+    k.lowered_names.emplace_back(info.name_expression, info.resources.lowered_name);
+    k.resources.push_back(std::move(info.resources));
   }
   k.compile_ms = e.meta.compile_ms;
   k.origin = origin;
@@ -112,7 +104,7 @@ StatusOr<nvrtc::CompileRequest> BuildRequest(const Specialization& spec, std::st
   // point at its file; errors in the prelude read "<entry>.prelude(line)".
   req.program_name = absl::StrCat(spec.entry_source, ".prelude");
   req.source = absl::StrCat(spec.prelude, "\n#line 1 \"", spec.entry_source, "\"\n", entry);
-  req.headers = AllKernelHeaders();
+  req.headers = IncludedKernelHeaders(req.source);
   req.options = spec.extra_options;
   req.name_expressions = spec.name_expressions;
   return req;

@@ -28,14 +28,15 @@ struct CompiledKernel {
   std::string cache_key;  // hex digest; empty when compiled without a cache
   std::vector<char> cubin;
   std::vector<std::pair<std::string, std::string>> lowered_names;  // name expression -> lowered
-  std::vector<nvrtc::KernelResources> resources;
+  std::vector<KernelResources> resources;
   double compile_ms = 0;
   using Origin = cache::Origin;  // cache::OriginName names it
   Origin origin = Origin::kCompiled;
 };
 
-// The NVRTC request of one specialization for one arch: prelude + entry source, every kernel
-// header, the spec's options and name expressions. Exposed so tools can show or key it.
+// The NVRTC request of one specialization for one arch: prelude + entry source, the kernel headers
+// it includes (IncludedKernelHeaders), the spec's options and name expressions. Exposed so tools
+// can show or key it.
 StatusOr<nvrtc::CompileRequest> BuildRequest(const Specialization& spec, std::string_view arch);
 
 class KernelCompiler {

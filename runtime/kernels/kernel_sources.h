@@ -20,6 +20,21 @@ StatusOr<std::string> KernelSource(std::string_view relative_path);
 // name. Device headers are .cuh/.h; build files are excluded.
 std::vector<nvrtc::Header> AllKernelHeaders();
 
+// The kernel_sources/ files that `source` includes, directly or through one another, sorted by name:
+// what a compile of `source` gets as headers and what its cache key covers. Names resolve the way
+// NVRTC resolves them among the headers it is given: exactly, relative to kernel_sources/ (never to
+// the including file's folder). A superset of what the preprocessor reads (every #if branch counts);
+// every file when some file names an include through a macro.
+std::vector<nvrtc::Header> IncludedKernelHeaders(std::string_view source);
+
+// The file names of a text's #include (and #include_next) directives, quoted or in angle brackets,
+// in order, with comments skipped and every #if branch counted (exposed for tests).
+struct IncludeDirectives {
+  std::vector<std::string> names;
+  bool computed = false;  // some directive names its file through a macro
+};
+IncludeDirectives ScanIncludes(std::string_view text);
+
 // Where the sources come from: "embedded" or the override directory.
 std::string KernelSourceOrigin();
 

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/common/kernel_resources.h"
 #include "runtime/common/status.h"
 
 namespace kjit::nvrtc {
@@ -25,16 +26,6 @@ struct CompileRequest {
   std::vector<Header> headers;
   std::vector<std::string> options;  // beyond DefaultOptions()
   std::vector<std::string> name_expressions;
-};
-
-struct KernelResources {
-  std::string lowered_name;
-  int registers = 0;
-  int spill_store_bytes = 0;
-  int spill_load_bytes = 0;
-  int shared_bytes = 0;  // static shared memory
-  int stack_bytes = 0;
-  int const_bytes = 0;   // cmem[0] (kernel parameters and constants)
 };
 
 struct CompileResult {

@@ -140,6 +140,7 @@ grpc::Status KernelService::CacheStats(grpc::ServerContext*, const v1::CacheStat
   resp->set_compiles(s.compiles);
   resp->set_evictions(s.evictions);
   resp->set_corrupt(s.corrupt);
+  resp->set_write_failures(s.write_failures);
   resp->set_memory_only(d_->cache->memory_only());
   if (auto usage = d_->cache->DiskUsage(); usage.ok()) {  // from the directory: no entry is read
     resp->set_entries(usage->entries);

@@ -170,6 +170,7 @@ TEST_F(ShmTest, KernelServiceEventsAndCache) {
   kjit::v1::CacheStatsResponse stats;
   ASSERT_TRUE(kernels_->CacheStats(&c4, {}, &stats).ok());
   EXPECT_EQ(stats.directory(), daemon_->dir() + "/cache");
+  EXPECT_EQ(stats.write_failures(), 0u);
   kjit::v1::CacheListResponse list;
   ASSERT_TRUE(kernels_->CacheList(&c5, {}, &list).ok());
   EXPECT_EQ(list.entries_size(), 0);  // nothing compiled: no --arch and no GPU

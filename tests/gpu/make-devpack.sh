@@ -12,7 +12,7 @@ cmake --build "$build" -j"$(nproc)" ${KJIT_TARGETS:+--target $KJIT_TARGETS kjit_
 rm -rf .devpack
 bins=()
 for b in "$build"/tests/gpu/gpu_* "$build"/bench/*/kernel_bench "$build"/bench/*/launch_bench \
-         "$build"/bench/*/jit_bench "$build"/runtime/server/kjitd "$build"/jit_cache/kjit \
+         "$build"/bench/*/jit_bench "$build"/runtime/server/kjitd "$build"/cli/kjit \
          "$build"/tests/e2e/e2e_*; do
   [ -f "$b" ] && [ -x "$b" ] && bins+=("$b")
 done

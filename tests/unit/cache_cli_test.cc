@@ -16,7 +16,7 @@ namespace {
 using namespace testing;
 
 #ifndef KJIT_CLI_PATH
-#error "KJIT_CLI_PATH (the kjit binary) is defined by jit_cache/CMakeLists.txt"
+#error "KJIT_CLI_PATH (the kjit binary) is defined by tests/unit/CMakeLists.txt"
 #endif
 
 std::string KjitPath() { return KJIT_CLI_PATH; }

@@ -75,7 +75,7 @@ inline StatusOr<Entry> FakeEntry(const Request& r, size_t bytes = 4096) {
   e.meta.arch = r.arch;
   e.meta.nvrtc_version = "13.0";
   e.meta.options = {"-std=c++17", "--gpu-architecture=" + r.arch, "with\ttab and \"quotes\""};
-  e.meta.kernels = {{"k<1>", "_Z1kILi1EEvv", 40, 0, 4, 1024, 16}, {"k<2>", "_Z1kILi2EEvv", 96, 8, 8, 0, 0}};
+  e.meta.kernels = {{"k<1>", {"_Z1kILi1EEvv", 40, 0, 4, 1024, 16}}, {"k<2>", {"_Z1kILi2EEvv", 96, 8, 8, 0, 0}}};
   e.meta.compile_ms = 12.5;
   e.cubin = FakeCubin(r.key, bytes);
   return e;

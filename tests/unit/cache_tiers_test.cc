@@ -52,11 +52,13 @@ TEST(CacheTiers, CompileThenDiskHitThenMemoryHit) {
   // The metadata round-trips through the file, escapes included.
   EXPECT_EQ(disk->meta.options, compiled->meta.options);
   ASSERT_EQ(disk->meta.kernels.size(), 2u);
-  EXPECT_EQ(disk->meta.kernels[1].lowered_name, "_Z1kILi2EEvv");
-  EXPECT_EQ(disk->meta.kernels[1].registers, 96);
-  EXPECT_EQ(disk->meta.kernels[1].spill_store_bytes, 8);
-  EXPECT_EQ(disk->meta.kernels[0].shared_bytes, 1024);
-  EXPECT_EQ(disk->meta.kernels[0].stack_bytes, 16);
+  EXPECT_EQ(disk->meta.kernels[1].name_expression, "k<2>");
+  EXPECT_EQ(disk->meta.kernels[1].resources.lowered_name, "_Z1kILi2EEvv");
+  EXPECT_EQ(disk->meta.kernels[1].resources.registers, 96);
+  EXPECT_EQ(disk->meta.kernels[1].resources.spill_store_bytes, 8);
+  EXPECT_EQ(disk->meta.kernels[0].resources.spill_load_bytes, 4);
+  EXPECT_EQ(disk->meta.kernels[0].resources.shared_bytes, 1024);
+  EXPECT_EQ(disk->meta.kernels[0].resources.stack_bytes, 16);
   EXPECT_DOUBLE_EQ(disk->meta.compile_ms, 12.5);
   EXPECT_EQ(disk->meta.created_unix, compiled->meta.created_unix);
   EXPECT_EQ(disk->meta.family, "fake");

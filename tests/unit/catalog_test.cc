@@ -59,7 +59,7 @@ TEST(CatalogTest, CompilesForSm90AndSm120WithinResourceLimits) {
     const int main_dynamic = spec.max_dynamic_smem ? spec.max_dynamic_smem(arch) : 0;
     EXPECT_GE(main_dynamic, 0) << what;
     EXPECT_EQ(k.lowered_names[0].first, spec.name_expressions[0]) << what;
-    for (const nvrtc::KernelResources& r : k.resources) {
+    for (const KernelResources& r : k.resources) {
       const int dynamic = r.lowered_name == k.lowered_names[0].second ? main_dynamic : 0;
       EXPECT_GT(r.registers, 0) << what << " " << r.lowered_name;
       EXPECT_LE(r.registers, 255) << what << " " << r.lowered_name;

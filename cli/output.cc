@@ -1,6 +1,4 @@
-#include "jit_cache/cli/output.h"
-
-#include <google/protobuf/util/json_util.h>
+#include "cli/output.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -9,43 +7,6 @@
 #include "absl/time/time.h"
 
 namespace kjit::cli {
-
-Json JsonString(const std::string& s) {
-  Json v;
-  v.set_string_value(s);
-  return v;
-}
-Json JsonNumber(double d) {
-  Json v;
-  v.set_number_value(d);
-  return v;
-}
-Json JsonBool(bool b) {
-  Json v;
-  v.set_bool_value(b);
-  return v;
-}
-Json JsonList(std::vector<Json> items) {
-  Json v;
-  auto* list = v.mutable_list_value();
-  for (auto& i : items) *list->add_values() = std::move(i);
-  return v;
-}
-Json JsonObject(std::vector<std::pair<std::string, Json>> fields) {
-  Json v;
-  auto* s = v.mutable_struct_value()->mutable_fields();
-  for (auto& [name, value] : fields) (*s)[name] = std::move(value);
-  return v;
-}
-
-void PrintJson(const Json& v) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.add_whitespace = true;
-  if (!google::protobuf::util::MessageToJsonString(v, &out, opts).ok()) out = "null";
-  std::fputs(out.c_str(), stdout);
-  std::fputs("\n", stdout);
-}
 
 void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width(header.size());

@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <string>
 
-#include "jit_cache/cli/args.h"
-#include "jit_cache/cli/commands.h"
+#include "cli/args.h"
+#include "cli/commands.h"
 
 namespace {
 

@@ -5,10 +5,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "jit_cache/cli/args.h"
-#include "jit_cache/cli/commands.h"
-#include "jit_cache/cli/output.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/json.h"
+#include "cli/output.h"
 #include "jit_cache/cubin_cache.h"
+#include "runtime/common/kernel_resources.h"
 
 namespace kjit::cli {
 namespace {
@@ -56,23 +58,27 @@ std::unique_ptr<cache::CubinCache> OpenCache(const Parsed& p, uint64_t max_bytes
 }
 
 Json MetaJson(const std::string& key, const cache::EntryMeta& m) {
-  std::vector<Json> options, kernels;
-  for (const auto& o : m.options) options.push_back(JsonString(o));
+  Json kernels = Json::array();
   for (const auto& k : m.kernels) {
-    kernels.push_back(JsonObject({{"name_expression", JsonString(k.name_expression)},
-                                  {"lowered_name", JsonString(k.lowered_name)},
-                                  {"registers", JsonNumber(k.registers)},
-                                  {"spill_store_bytes", JsonNumber(k.spill_store_bytes)},
-                                  {"spill_load_bytes", JsonNumber(k.spill_load_bytes)},
-                                  {"shared_bytes", JsonNumber(k.shared_bytes)},
-                                  {"stack_bytes", JsonNumber(k.stack_bytes)}}));
+    const KernelResources& r = k.resources;
+    kernels.push_back({{"name_expression", k.name_expression},
+                       {"lowered_name", r.lowered_name},
+                       {"registers", r.registers},
+                       {"spill_store_bytes", r.spill_store_bytes},
+                       {"spill_load_bytes", r.spill_load_bytes},
+                       {"shared_bytes", r.shared_bytes},
+                       {"stack_bytes", r.stack_bytes}});
   }
-  return JsonObject({{"key", JsonString(key)}, {"family", JsonString(m.family)},
-                     {"specialization", JsonString(m.specialization)}, {"arch", JsonString(m.arch)},
-                     {"nvrtc_version", JsonString(m.nvrtc_version)}, {"options", JsonList(options)},
-                     {"kernels", JsonList(kernels)}, {"compile_ms", JsonNumber(m.compile_ms)},
-                     {"created_unix", JsonNumber(static_cast<double>(m.created_unix))},
-                     {"last_used_unix", JsonNumber(static_cast<double>(m.last_used_unix))}});
+  return {{"key", key},
+          {"family", m.family},
+          {"specialization", m.specialization},
+          {"arch", m.arch},
+          {"nvrtc_version", m.nvrtc_version},
+          {"options", m.options},
+          {"kernels", std::move(kernels)},
+          {"compile_ms", m.compile_ms},
+          {"created_unix", m.created_unix},
+          {"last_used_unix", m.last_used_unix}};
 }
 
 int Ls(const Parsed& p) {
@@ -81,21 +87,20 @@ int Ls(const Parsed& p) {
   StatusOr<std::vector<cache::ListedEntry>> list = c->List();
   if (!list.ok()) return Fail(list.status());
   uint64_t total = 0;
-  std::vector<Json> items;
+  Json items = Json::array();
   std::vector<std::vector<std::string>> rows;
   for (const auto& e : *list) {
     total += e.file_bytes;
     Json j = MetaJson(e.key, e.meta);
-    (*j.mutable_struct_value()->mutable_fields())["file_bytes"] = JsonNumber(static_cast<double>(e.file_bytes));
-    (*j.mutable_struct_value()->mutable_fields())["in_use"] = JsonBool(e.in_use);
+    j["file_bytes"] = e.file_bytes;
+    j["in_use"] = e.in_use;
     items.push_back(std::move(j));
     rows.push_back({e.key.substr(0, 16), e.meta.family + "/" + e.meta.specialization, e.meta.arch,
                     std::to_string(e.meta.kernels.size()), HumanBytes(e.file_bytes),
                     UnixTime(e.meta.last_used_unix), e.in_use ? "yes" : ""});
   }
   if (p.Has("json")) {
-    PrintJson(JsonObject({{"dir", JsonString(c->dir())}, {"entries", JsonList(items)},
-                          {"total_bytes", JsonNumber(static_cast<double>(total))}}));
+    PrintJson({{"dir", c->dir()}, {"entries", std::move(items)}, {"total_bytes", total}});
     return kExitOk;
   }
   PrintTable({"key", "specialization", "arch", "kernels", "size", "last used", "in use"}, rows);
@@ -110,7 +115,7 @@ int Show(const Parsed& p) {
   if (!e.ok()) return Fail(e.status());
   if (p.Has("json")) {
     Json j = MetaJson(e->key, e->meta);
-    (*j.mutable_struct_value()->mutable_fields())["cubin_bytes"] = JsonNumber(static_cast<double>(e->cubin.size()));
+    j["cubin_bytes"] = e->cubin.size();
     PrintJson(j);
     return kExitOk;
   }
@@ -125,9 +130,10 @@ int Show(const Parsed& p) {
   std::printf("\n\n");
   std::vector<std::vector<std::string>> rows;
   for (const auto& k : m.kernels) {
-    rows.push_back({k.name_expression, k.lowered_name, std::to_string(k.registers),
-                    absl::StrCat(k.spill_store_bytes, "/", k.spill_load_bytes), std::to_string(k.shared_bytes),
-                    std::to_string(k.stack_bytes)});
+    const KernelResources& r = k.resources;
+    rows.push_back({k.name_expression, r.lowered_name, std::to_string(r.registers),
+                    absl::StrCat(r.spill_store_bytes, "/", r.spill_load_bytes), std::to_string(r.shared_bytes),
+                    std::to_string(r.stack_bytes)});
   }
   PrintTable({"kernel", "lowered name", "registers", "spills st/ld", "smem", "stack"}, rows);
   return kExitOk;
@@ -139,9 +145,9 @@ int Verify(const Parsed& p) {
   StatusOr<cache::VerifyReport> r = c->Verify();
   if (!r.ok()) return Fail(r.status());
   if (p.Has("json")) {
-    std::vector<Json> bad;
-    for (const auto& [file, why] : r->bad) bad.push_back(JsonObject({{"file", JsonString(file)}, {"reason", JsonString(why)}}));
-    PrintJson(JsonObject({{"checked", JsonNumber(r->checked)}, {"ok", JsonNumber(r->ok)}, {"removed", JsonList(bad)}}));
+    Json bad = Json::array();
+    for (const auto& [file, why] : r->bad) bad.push_back({{"file", file}, {"reason", why}});
+    PrintJson({{"checked", r->checked}, {"ok", r->ok}, {"removed", std::move(bad)}});
   } else {
     for (const auto& [file, why] : r->bad) std::printf("removed %s: %s\n", file.c_str(), why.c_str());
     std::printf("%lu entries checked, %lu ok, %zu broken and removed\n", static_cast<unsigned long>(r->checked),
@@ -160,10 +166,10 @@ int Collect(const Parsed& p, bool clear) {
   StatusOr<cache::GcReport> r = clear ? c->Clear() : c->Gc(c->max_bytes());
   if (!r.ok()) return Fail(r.status());
   if (p.Has("json")) {
-    PrintJson(JsonObject({{"bytes_before", JsonNumber(static_cast<double>(r->bytes_before))},
-                          {"bytes_after", JsonNumber(static_cast<double>(r->bytes_after))},
-                          {"removed", JsonNumber(static_cast<double>(r->removed))},
-                          {"skipped_in_use", JsonNumber(static_cast<double>(r->skipped_in_use))}}));
+    PrintJson({{"bytes_before", r->bytes_before},
+               {"bytes_after", r->bytes_after},
+               {"removed", r->removed},
+               {"skipped_in_use", r->skipped_in_use}});
   } else {
     std::printf("removed %lu entries: %s -> %s; %lu kept because in use\n", static_cast<unsigned long>(r->removed),
                 HumanBytes(r->bytes_before).c_str(), HumanBytes(r->bytes_after).c_str(),

@@ -10,10 +10,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "jit_cache/cli/args.h"
-#include "jit_cache/cli/commands.h"
-#include "jit_cache/cli/output.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/json.h"
+#include "cli/output.h"
 #include "jit_cache/cubin_cache.h"
+#include "runtime/common/kernel_resources.h"
 #include "runtime/kernels/registry.h"
 #include "runtime/kernels/kernel_compiler.h"
 #include "runtime/nvrtc/compiler.h"
@@ -51,30 +53,28 @@ StatusOr<std::vector<kernels::Specialization>> Select(const std::string& name) {
 
 Json ResultJson(const kernels::Specialization& spec, const std::string& arch,
                 const StatusOr<kernels::CompiledKernel>& r) {
-  std::vector<std::pair<std::string, Json>> f = {{"family", JsonString(spec.family)},
-                                                 {"specialization", JsonString(spec.name)},
-                                                 {"arch", JsonString(arch)}};
+  Json j = {{"family", spec.family}, {"specialization", spec.name}, {"arch", arch}};
   if (!r.ok()) {
-    f.emplace_back("error", JsonString(std::string(r.status().message())));
-    return JsonObject(std::move(f));
+    j["error"] = std::string(r.status().message());
+    return j;
   }
-  f.emplace_back("cubin_arch", JsonString(r->cubin_arch));
-  std::vector<Json> ks;
+  j["cubin_arch"] = r->cubin_arch;
+  Json ks = Json::array();
   for (size_t i = 0; i < r->lowered_names.size(); ++i) {
-    const nvrtc::KernelResources* res = i < r->resources.size() ? &r->resources[i] : nullptr;
-    ks.push_back(JsonObject({{"name_expression", JsonString(r->lowered_names[i].first)},
-                             {"lowered_name", JsonString(r->lowered_names[i].second)},
-                             {"registers", JsonNumber(res ? res->registers : 0)},
-                             {"spill_store_bytes", JsonNumber(res ? res->spill_store_bytes : 0)},
-                             {"spill_load_bytes", JsonNumber(res ? res->spill_load_bytes : 0)},
-                             {"shared_bytes", JsonNumber(res ? res->shared_bytes : 0)}}));
+    const KernelResources* res = i < r->resources.size() ? &r->resources[i] : nullptr;
+    ks.push_back({{"name_expression", r->lowered_names[i].first},
+                  {"lowered_name", r->lowered_names[i].second},
+                  {"registers", res ? res->registers : 0},
+                  {"spill_store_bytes", res ? res->spill_store_bytes : 0},
+                  {"spill_load_bytes", res ? res->spill_load_bytes : 0},
+                  {"shared_bytes", res ? res->shared_bytes : 0}});
   }
-  f.emplace_back("origin", JsonString(cache::OriginName(r->origin)));
-  f.emplace_back("compile_ms", JsonNumber(r->compile_ms));
-  f.emplace_back("cache_key", JsonString(r->cache_key));
-  f.emplace_back("cubin_bytes", JsonNumber(static_cast<double>(r->cubin.size())));
-  f.emplace_back("kernels", JsonList(std::move(ks)));
-  return JsonObject(std::move(f));
+  j["origin"] = cache::OriginName(r->origin);
+  j["compile_ms"] = r->compile_ms;
+  j["cache_key"] = r->cache_key;
+  j["cubin_bytes"] = r->cubin.size();
+  j["kernels"] = std::move(ks);
+  return j;
 }
 
 }  // namespace
@@ -115,7 +115,7 @@ int RunCompile(int argc, char** argv, int first) {
   const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
   int failed = 0, compiled = 0;
-  std::vector<Json> items;
+  Json items = Json::array();
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& spec = (*specs)[i / archs.size()];
@@ -128,7 +128,7 @@ int RunCompile(int argc, char** argv, int first) {
     const auto& k = *results[i];
     compiled += k.origin == kernels::CompiledKernel::Origin::kCompiled;
     for (size_t j = 0; j < k.lowered_names.size(); ++j) {
-      const nvrtc::KernelResources r = j < k.resources.size() ? k.resources[j] : nvrtc::KernelResources{};
+      const KernelResources r = j < k.resources.size() ? k.resources[j] : KernelResources{};
       const std::string shown = k.cubin_arch == arch ? arch : arch + " as " + k.cubin_arch;
       rows.push_back({k.lowered_names[j].first, spec.family + "/" + spec.name, shown, std::to_string(r.registers),
                       absl::StrCat(r.spill_store_bytes, "/", r.spill_load_bytes), std::to_string(r.shared_bytes),
@@ -137,10 +137,10 @@ int RunCompile(int argc, char** argv, int first) {
   }
   const cache::Stats st = cache->stats();
   if (p->Has("json")) {
-    PrintJson(JsonObject({{"cache_dir", JsonString(cache->dir())},
-                          {"memory_only", JsonBool(cache->memory_only())},
-                          {"wall_ms", JsonNumber(wall_ms)},
-                          {"results", JsonList(std::move(items))}}));
+    PrintJson({{"cache_dir", cache->dir()},
+               {"memory_only", cache->memory_only()},
+               {"wall_ms", wall_ms},
+               {"results", std::move(items)}});
   } else {
     PrintTable({"kernel", "spec", "arch", "registers", "spills st/ld", "smem", "compile ms", "origin"}, rows);
     std::printf("%zu specializations x %zu archs: %d compiled, %lu from disk, %d failed; %.1f s; cache %s\n",

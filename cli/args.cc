@@ -1,4 +1,4 @@
-#include "jit_cache/cli/args.h"
+#include "cli/args.h"
 
 #include <cstdio>
 
