@@ -45,7 +45,7 @@ struct KernelInfo {
 
 // Everything that determines the cubin (JIT_CACHE.md "Key"). No paths, UUIDs or times.
 struct KeyInputs {
-  std::string source;                                        // full program text (prelude + entry)
+  std::string source;                                        // full program text (the entry source)
   std::vector<std::pair<std::string, std::string>> headers;  // our headers: include name -> content
   std::string toolkit_id;                // the toolkit's headers: NVRTC version + build
   std::vector<std::string> options;      // normalized, defaults spelled out, in compile order

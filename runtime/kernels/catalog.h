@@ -19,7 +19,6 @@ struct Specialization {
   std::string family;        // "mla_verify", "mla_verify_naive"
   std::string name;          // unique within the family, e.g. "h8_bool"
   std::string entry_source;  // path under kernel_sources/, e.g. "mla_verify/mla_verify.cu"
-  std::string prelude;       // text put before the entry source (constexpr/#define lines)
   std::vector<std::string> name_expressions;  // e.g. "kjit::mla_verify_split<8, false>"
   std::vector<std::string> extra_options;     // NVRTC options beyond the project defaults
   // The most dynamic shared memory (bytes) the family's plan requests when it launches the main

@@ -99,11 +99,10 @@ StatusOr<nvrtc::CompileRequest> BuildRequest(const Specialization& spec, std::st
   KJIT_ASSIGN_OR_RETURN(std::string entry, KernelSource(spec.entry_source));
   nvrtc::CompileRequest req;
   req.arch = std::string(arch);
-  // The program name ends up in the cubin (internal symbol names), so it comes from what the cache
-  // key covers: the entry path is in the source through the #line that makes the entry's errors
-  // point at its file; errors in the prelude read "<entry>.prelude(line)".
-  req.program_name = absl::StrCat(spec.entry_source, ".prelude");
-  req.source = absl::StrCat(spec.prelude, "\n#line 1 \"", spec.entry_source, "\"\n", entry);
+  // The program name ends up in the cubin (internal symbol names): the entry path, which the cache
+  // key covers through the source; compile errors then point at the entry's file.
+  req.program_name = spec.entry_source;
+  req.source = std::move(entry);
   req.headers = IncludedKernelHeaders(req.source);
   req.options = spec.extra_options;
   req.name_expressions = spec.name_expressions;

@@ -34,7 +34,7 @@ struct CompiledKernel {
   Origin origin = Origin::kCompiled;
 };
 
-// The NVRTC request of one specialization for one arch: prelude + entry source, the kernel headers
+// The NVRTC request of one specialization for one arch: the entry source, the kernel headers
 // it includes (IncludedKernelHeaders), the spec's options and name expressions. Exposed so tools
 // can show or key it.
 StatusOr<nvrtc::CompileRequest> BuildRequest(const Specialization& spec, std::string_view arch);

@@ -57,9 +57,4 @@ bool SessionTable::IsOpen(const std::string& id) const {
   return open_.count(id) != 0;
 }
 
-size_t SessionTable::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return open_.size();
-}
-
 }  // namespace kjit::server

@@ -35,7 +35,6 @@ class SessionTable {
   // The session a request names: "" when none; NOT_FOUND when it names an unknown one.
   StatusOr<std::string> SessionOf(const grpc::ServerContext& ctx) const;
   bool IsOpen(const std::string& id) const;
-  size_t size() const;
 
  private:
   struct Entry {

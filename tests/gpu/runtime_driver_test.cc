@@ -162,7 +162,7 @@ class KernelTree : public WithDriver {
     s.family = "test";
     s.name = "n" + std::to_string(n);
     s.entry_source = "t/affine.cu";
-    s.prelude = "constexpr float kScale = " + std::to_string(scale) + "f;";
+    s.extra_options = {"-DkScale=" + std::to_string(scale) + "f"};
     s.name_expressions = {"t::affine<" + std::to_string(n) + ">"};
     return s;
   }

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 constexpr char kHeader[] = R"(#pragma once
 namespace t { __device__ inline float twice(float x) { return 2.f * x; } }
 )";
-// kScale comes from the prelude; the entry source includes a header by its tree-relative name.
+// kScale comes from the specialization's options (-D); the entry source includes a header by its tree-relative name.
 constexpr char kEntry[] = R"(#include "t/twice.cuh"
 namespace t {
 template <int N>
@@ -57,7 +57,7 @@ class KernelCompilerTest : public ::testing::Test {
     s.family = "test";
     s.name = "n" + std::to_string(n);
     s.entry_source = "t/affine.cu";
-    s.prelude = "constexpr float kScale = " + std::to_string(scale) + "f;";
+    s.extra_options = {"-DkScale=" + std::to_string(scale) + "f"};
     s.name_expressions = {"t::affine<" + std::to_string(n) + ">"};
     return s;
   }
@@ -156,12 +156,12 @@ TEST_F(KernelCompilerTest, CacheTiersGiveIdenticalCubinsAndKeysFollowContent) {
     auto fresh = KernelCompiler(nullptr, 1).Get(Spec(64, 0.5f), "sm_90");
     ASSERT_TRUE(fresh.ok());
     EXPECT_EQ(fresh->cubin, cubin);
-    // Other arch, other prelude, other header content: other keys, compiled again.
+    // Other arch, other options, other header content: other keys, compiled again.
     auto arch = compiler.Get(Spec(64, 0.5f), "sm_90a");
-    auto prelude = compiler.Get(Spec(64, 0.25f), "sm_90");
+    auto options = compiler.Get(Spec(64, 0.25f), "sm_90");
     WriteTree(std::string(kHeader) + "// edited\n");
     auto edited = compiler.Get(Spec(64, 0.5f), "sm_90");
-    for (auto* k : {&arch, &prelude, &edited}) {
+    for (auto* k : {&arch, &options, &edited}) {
       ASSERT_TRUE(k->ok()) << k->status();
       EXPECT_NE((*k)->cache_key, key);
       EXPECT_EQ((*k)->origin, CompiledKernel::Origin::kCompiled);

@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "jit_cache/cubin_cache.h"
-#include "runtime/kernels/catalog.h"
+#include "runtime/kernels/registry.h"
 #include "runtime/kernels/kernel_compiler.h"
 #include "runtime/kernels/kernel_sources.h"
 
@@ -66,7 +66,7 @@ TEST(IncludedKernelHeaders, MlaVerifyGetsWhatItIncludesAndNothingElse) {
   for (const char* unused : {"bench/mma_peak.cu", "mla_verify_naive/naive_params.h", "mla_verify/mla_verify.cu"}) {
     EXPECT_EQ(names.count(unused), 0u) << unused;
   }
-  // The compile request carries the closure of prelude + entry.
+  // The compile request carries the closure of the entry source.
   const Specialization spec = FamilySpecializations("mla_verify").front();
   auto req = BuildRequest(spec, "sm_120");
   ASSERT_TRUE(req.ok()) << req.status();
