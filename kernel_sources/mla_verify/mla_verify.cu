@@ -51,6 +51,7 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
   AllowDependentLaunch();  // the combine's CTAs may occupy idle SMs; they wait for this grid
   if (threadIdx.x == 0) CtaErrors() = 0;
   __syncthreads();
+  if (p.v_extend != nullptr && SplitOfCta() == 0 && blockIdx.x == 0) CheckVExtend(p, LoadRequest(p, blockIdx.y));
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (kSplitUsesWgmma<kTile>) WgmmaSplitKernelBody<kHeads, kMask == 1>(p);
 #endif

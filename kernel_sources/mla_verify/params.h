@@ -18,6 +18,7 @@ namespace mla {
 struct MlaVerifyParams {
   const unsigned short* q;         // [N, H, 576] bf16
   const unsigned short* k_extend;  // [N, 1, 576] bf16
+  const unsigned short* v_extend;  // null, or [N, 1, 512] bf16 that must equal k_extend[..., :512]
   const unsigned short* kv_cache;  // [S, 1, 576] bf16
   const void* qo_indptr;           // [B + 1] int32, or int64 when qo_indptr_64
   const void* kv_indptr;           // [B + 1] int32, or int64 when kv_indptr_64
@@ -38,6 +39,7 @@ struct MlaVerifyParams {
   long long mask_len;
   long long q_stride_n, q_stride_h;
   long long k_extend_stride_n;
+  long long v_extend_stride_n;
   long long o_stride_n, o_stride_h;
 
   int batch;
@@ -56,6 +58,7 @@ struct MlaVerifyParams {
 // Error bits (same values as runtime/kernels/mla_verify/args.h's MlaVerifyError).
 constexpr unsigned kErrKvIndexOutOfRange = 1u << 0;
 constexpr unsigned kErrBadIndptr = 1u << 1;
+constexpr unsigned kErrVExtendDiffers = 1u << 2;
 
 }  // namespace mla
 }  // namespace kjit

@@ -120,6 +120,22 @@ __device__ __forceinline__ void RaiseError(unsigned bits) {
   atomicOr(&CtaErrors(), bits);  // an OR of flags: the result does not depend on the order
 }
 
+// V of the draft tokens is read from k_extend[..., :512]; a caller that also passes v_extend has it
+// compared here, by the first tree CTA of each request: its D_b rows of 1 KB, 16 bytes a thread.
+__device__ __forceinline__ void CheckVExtend(const MlaVerifyParams& p, const Request& rq) {
+  if (p.v_extend == nullptr || !rq.ok) return;
+  constexpr int kChunks = kVDim / 8;  // 16-byte chunks of a row
+  bool differs = false;
+  for (int i = threadIdx.x; i < rq.draft * kChunks; i += blockDim.x) {
+    const long long n = rq.q0 + i / kChunks;
+    const int c = i % kChunks;
+    const uint4 k = *reinterpret_cast<const uint4*>(p.k_extend + n * p.k_extend_stride_n + c * 8);
+    const uint4 v = *reinterpret_cast<const uint4*>(p.v_extend + n * p.v_extend_stride_n + c * 8);
+    differs |= k.x != v.x || k.y != v.y || k.z != v.z || k.w != v.w;
+  }
+  if (differs) RaiseError(kErrVExtendDiffers);
+}
+
 template <int kTile>
 __device__ __forceinline__ long long KvRows<kTile>::Validate(const MlaVerifyParams& p, long long raw) const {
   if (raw == kPastEnd) return -1;

@@ -146,6 +146,13 @@ __global__ void __launch_bounds__(kThreads) mla_verify_naive(const NaiveParams p
     return;
   }
   if (!row.mask_ok && threadIdx.x == 0) RaiseError(p, kErrBadIndptr);
+  if (p.v_extend != nullptr && h == 0) {  // V is k_extend[..., :512]; a given v_extend must agree
+    for (int i = threadIdx.x; i < kVDim; i += kThreads) {
+      if (p.v_extend[n * p.v_extend_stride_n + i] != p.k_extend[n * p.k_extend_stride_n + i]) {
+        RaiseError(p, kErrVExtendDiffers);
+      }
+    }
+  }
   const long long keys = row.prefix + (row.mask_ok ? row.draft : 0);
 
   const unsigned short* q = p.q + n * p.q_stride_n + h * p.q_stride_h;

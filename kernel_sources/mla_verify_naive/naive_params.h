@@ -9,6 +9,7 @@ namespace naive {
 struct NaiveParams {
   const unsigned short* q;         // [N, H, 576] bf16, strides below
   const unsigned short* k_extend;  // [N, 1, 576] bf16
+  const unsigned short* v_extend;  // null, or [N, 1, 512] bf16 that must equal k_extend[..., :512]
   const unsigned short* kv_cache;  // [S, 1, 576] bf16, row stride 576
   const void* qo_indptr;           // [B + 1] int32, or int64 when qo_indptr_64
   const void* kv_indptr;           // [B + 1], prefix only; int32, or int64 when kv_indptr_64
@@ -26,6 +27,7 @@ struct NaiveParams {
   long long mask_len;
   long long q_stride_n, q_stride_h;
   long long k_extend_stride_n;
+  long long v_extend_stride_n;
   long long o_stride_n, o_stride_h;
 
   int batch;
@@ -47,6 +49,7 @@ constexpr int kDimsPerThread = kVDim / kThreads;
 // Same values as runtime/kernels/mla_verify/args.h's MlaVerifyError.
 constexpr unsigned kErrKvIndexOutOfRange = 1u << 0;
 constexpr unsigned kErrBadIndptr = 1u << 1;
+constexpr unsigned kErrVExtendDiffers = 1u << 2;
 
 }  // namespace naive
 }  // namespace kjit

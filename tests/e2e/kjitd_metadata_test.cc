@@ -48,7 +48,8 @@ TEST_F(MetadataTest, ModelMetadataAndConfig) {
     EXPECT_EQ(md.name(), name);
     EXPECT_EQ(md.platform(), "kjit");
     ASSERT_EQ(md.versions_size(), 1);
-    ASSERT_EQ(md.inputs_size(), 9);
+    ASSERT_EQ(md.inputs_size(), 10);  // the last, v_extend, is optional (checked against k_extend)
+    EXPECT_EQ(md.inputs(9).name(), "v_extend");
     EXPECT_EQ(md.inputs(0).name(), "q");
     EXPECT_EQ(md.inputs(0).datatype(), "BF16");
     EXPECT_EQ(std::vector<int64_t>(md.inputs(0).shape().begin(), md.inputs(0).shape().end()),
@@ -70,6 +71,7 @@ TEST_F(MetadataTest, ModelMetadataAndConfig) {
     EXPECT_EQ(cfg.config().input(3).data_type(), inference::TYPE_INT32);
     EXPECT_FALSE(cfg.config().input(0).optional());
     EXPECT_TRUE(cfg.config().input(6).optional());  // custom_mask (or packed_mask)
+    EXPECT_TRUE(cfg.config().input(9).optional());  // v_extend
     EXPECT_EQ(cfg.config().output(0).dims_size(), 3);
   }
 }

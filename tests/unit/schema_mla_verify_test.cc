@@ -101,7 +101,11 @@ TEST(MlaVerifySchema, EachBadInputNamesItsTensor) {
       {"k_extend", [](Case& c) { c.in[1] = T("k_extend", "BF16", {7, 2, 576}); }},
       {"kv_cache", [](Case& c) { c.in[2] = T("kv_cache", "BF16", {97, 576}); }},
       {"kv_cache", [](Case& c) { c.in[2].byte_size = 0; }},
-      {"qo_indptr", [](Case& c) { c.in[3].datatype = "INT64"; }},
+      {"qo_indptr", [](Case& c) { c.in[3].datatype = "INT64"; }},  // 16 bytes of INT32 [4] as INT64 [4]
+      {"qo_indptr", [](Case& c) { c.in[3] = T("qo_indptr", "UINT32", {4}); }},
+      {"v_extend", [](Case& c) { c.in.push_back(T("v_extend", "BF16", {7, 1, 576})); }},
+      {"v_extend", [](Case& c) { c.in.push_back(T("v_extend", "BF16", {6, 1, 512})); }},
+      {"v_extend", [](Case& c) { c.in.push_back(T("v_extend", "FP16", {7, 1, 512})); }},
       {"qo_indptr", [](Case& c) { c.in[3] = T("qo_indptr", "INT32", {1}); }},
       {"kv_indptr", [](Case& c) { c.in[4] = T("kv_indptr", "INT32", {5}); }},
       {"kv_indices", [](Case& c) { c.in[5].datatype = "INT32"; }},
@@ -125,6 +129,52 @@ TEST(MlaVerifySchema, EachBadInputNamesItsTensor) {
     Case c = Valid();
     mutations[i].apply(c);
     ExpectNamed(Shapes(c).status(), mutations[i].tensor);
+  }
+}
+
+// SGLang's CUDA-graph runner keeps qo_indptr as int64; a v_extend is taken to be checked on the GPU.
+TEST(MlaVerifySchema, Int64IndexPointersAndVExtend) {
+  Case c = Valid();
+  c.in[3] = T("qo_indptr", "INT64", {4});
+  c.in[4] = T("kv_indptr", "INT64", {4});
+  c.in.push_back(T("v_extend", "BF16", {7, 1, 512}));
+  MlaVerifyLayout layout;
+  auto p = Shapes(c, &layout);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->qo_indptr_64);
+  EXPECT_TRUE(p->kv_indptr_64);
+  EXPECT_TRUE(p->check_v_extend);
+  EXPECT_EQ(layout.input_slot[kInVExtend], 8);
+  auto q = Shapes(Valid());
+  ASSERT_TRUE(q.ok());
+  EXPECT_FALSE(q->qo_indptr_64 || q->kv_indptr_64 || q->check_v_extend);
+  // Contents: int64 entries are checked as int32 ones are, with no overflow on hostile values.
+  const std::vector<int64_t> qo = {0, 1, 3, 7}, kv = {0, 10, 10, 33}, mask = {0, 11, 15, 123};
+  MlaVerifyProblem ok = *p;
+  ASSERT_TRUE(CheckMlaVerifyIndptrs(std::span<const int64_t>(qo), std::span<const int64_t>(kv), mask, &ok).ok());
+  EXPECT_EQ(ok.max_draft, 4);
+  const std::vector<int64_t> huge = {0, std::numeric_limits<int64_t>::min(), 3, 7};
+  ExpectNamed(CheckMlaVerifyIndptrs(std::span<const int64_t>(huge), std::span<const int64_t>(kv), mask, &ok),
+              "qo_indptr");
+  const std::vector<int64_t> kv_huge = {0, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(), 33};
+  ExpectNamed(CheckMlaVerifyIndptrs(std::span<const int64_t>(qo), std::span<const int64_t>(kv_huge), mask, &ok),
+              "kv_indptr");
+}
+
+// Index-pointer contents come from client memory: no message quotes them.
+TEST(MlaVerifySchema, IndexPointerMessagesNeverQuoteTheContents) {
+  auto p = Shapes(Valid());
+  ASSERT_TRUE(p.ok());
+  const std::vector<int32_t> secret = {1234567, 1234568, 1234569, 1234570}, kv = {0, 10, 10, 33};
+  const std::vector<int64_t> mask = {0, 11, 15, 123};
+  for (int which = 0; which < 3; ++which) {
+    MlaVerifyProblem prob = *p;
+    const std::vector<int32_t> qo = which == 0 ? secret : std::vector<int32_t>{0, 1, 3, 7};
+    const std::vector<int32_t> k = which == 1 ? std::vector<int32_t>{0, 1234567, 10, 33} : kv;
+    const std::vector<int64_t> m = which == 2 ? std::vector<int64_t>{1234567, 11, 15, 123} : mask;
+    const Status s = CheckMlaVerifyIndptrs(qo, k, m, &prob);
+    ASSERT_FALSE(s.ok()) << which;
+    EXPECT_EQ(s.message().find("123456"), std::string::npos) << s;
   }
 }
 

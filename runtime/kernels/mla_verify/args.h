@@ -36,6 +36,7 @@ struct MlaVerifyProblem {
   bool kv_indptr_64 = false;  // kv_indptr holds int64 entries (else int32)
   bool is_causal = true;
   bool write_lse = false;
+  bool check_v_extend = false;  // a v_extend is given: the kernels check it equals k_extend[..., :512]
   float sm_scale = 0.f;
   float k_scale = 1.f;
   float v_scale = 1.f;
@@ -43,6 +44,7 @@ struct MlaVerifyProblem {
   // kv_cache is [S, 1, 576] with row stride 576.
   int64_t q_stride_n = 0, q_stride_h = kMlaKDim;
   int64_t k_extend_stride_n = kMlaKDim;
+  int64_t v_extend_stride_n = kMlaVDim;
   int64_t o_stride_n = 0, o_stride_h = kMlaVDim;
 };
 
@@ -56,6 +58,7 @@ struct MlaVerifyPlanOptions {
 // Device addresses (all on the launching device). lse == 0 when not written.
 struct MlaVerifyBuffers {
   CUdeviceptr q = 0, k_extend = 0, kv_cache = 0;
+  CUdeviceptr v_extend = 0;  // with MlaVerifyProblem::check_v_extend
   CUdeviceptr qo_indptr = 0, kv_indptr = 0, kv_indices = 0;
   CUdeviceptr mask = 0, mask_indptr = 0;
   CUdeviceptr o = 0, lse = 0;
@@ -73,6 +76,7 @@ struct MlaVerifyBuffers {
 enum MlaVerifyError : uint32_t {
   kMlaErrKvIndexOutOfRange = 1u << 0,  // a kv_indices entry >= S (treated as masked, never read)
   kMlaErrBadIndptr = 1u << 1,          // an indptr inconsistent with the sizes (request skipped)
+  kMlaErrVExtendDiffers = 1u << 2,     // v_extend is not k_extend[..., :512] (V was read from k_extend)
 };
 
 // Grid, block and shared memory of one kernel launch of a family's launch sequence.

@@ -13,6 +13,7 @@ namespace {
 
 static_assert(mla::kErrKvIndexOutOfRange == kMlaErrKvIndexOutOfRange, "error bits agree");
 static_assert(mla::kErrBadIndptr == kMlaErrBadIndptr, "error bits agree");
+static_assert(mla::kErrVExtendDiffers == kMlaErrVExtendDiffers, "error bits agree");
 
 Status Invalid(const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("mla_verify launch: ", what));
@@ -92,6 +93,7 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   KJIT_RETURN_IF_ERROR(CheckPtr(b.q, "q", 16));
   KJIT_RETURN_IF_ERROR(CheckPtr(b.k_extend, "k_extend", 16));
   KJIT_RETURN_IF_ERROR(CheckPtr(b.kv_cache, "kv_cache", 16));
+  if (p.check_v_extend) KJIT_RETURN_IF_ERROR(CheckPtr(b.v_extend, "v_extend", 16));
   KJIT_RETURN_IF_ERROR(CheckPtr(b.qo_indptr, "qo_indptr", p.qo_indptr_64 ? 8 : 4));
   KJIT_RETURN_IF_ERROR(CheckPtr(b.kv_indptr, "kv_indptr", p.kv_indptr_64 ? 8 : 4));
   if (b.accumulated_error_word != 0) KJIT_RETURN_IF_ERROR(CheckPtr(b.accumulated_error_word, "accumulated_error_word", 4));
@@ -113,6 +115,8 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   params.q = As<const unsigned short>(b.q);
   params.k_extend = As<const unsigned short>(b.k_extend);
   params.kv_cache = As<const unsigned short>(b.kv_cache);
+  params.v_extend = p.check_v_extend ? As<const unsigned short>(b.v_extend) : nullptr;
+  params.v_extend_stride_n = p.v_extend_stride_n;
   params.qo_indptr = As<const void>(b.qo_indptr);
   params.kv_indptr = As<const void>(b.kv_indptr);
   params.qo_indptr_64 = p.qo_indptr_64 ? 1 : 0;

@@ -68,6 +68,7 @@ class MlaLaunch final : public FamilyLaunch {
     b.q = a.inputs[kInQ];
     b.k_extend = a.inputs[kInKExtend];
     b.kv_cache = a.inputs[kInKvCache];
+    b.v_extend = a.inputs[kInVExtend];
     b.qo_indptr = a.inputs[kInQoIndptr];
     b.kv_indptr = a.inputs[kInKvIndptr];
     b.kv_indices = a.inputs[kInKvIndices];
@@ -104,6 +105,11 @@ const MlaVerifyProblem* MlaVerifyProblemOf(const FamilyLaunch& launch) {
 }
 
 Status MlaVerifyErrorStatus(uint32_t err, int64_t num_slots) {
+  if (err & kMlaErrVExtendDiffers) {
+    return absl::InvalidArgumentError(
+        "tensor 'v_extend': it differs from k_extend[..., :512], which the kernels read as V of the draft "
+        "tokens; the output is not what v_extend asks for");
+  }
   if (err & kMlaErrKvIndexOutOfRange) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tensor 'kv_indices': kv_indices entry >= S (", num_slots,

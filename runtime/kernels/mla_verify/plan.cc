@@ -63,6 +63,8 @@ Status CheckLimits(const MlaVerifyProblem& p) {
                                 (h - 1) * p.q_stride_h + kMlaKDim, " ((H-1)*q_stride_h + 576)"));
   if (p.k_extend_stride_n < kMlaKDim || p.k_extend_stride_n % 8 != 0)
     return Invalid(absl::StrCat("k_extend_stride_n = ", p.k_extend_stride_n, "; need a multiple of 8, >= 576"));
+  if (p.check_v_extend && (p.v_extend_stride_n < kMlaVDim || p.v_extend_stride_n % 8 != 0))
+    return Invalid(absl::StrCat("v_extend_stride_n = ", p.v_extend_stride_n, "; need a multiple of 8, >= 512"));
   // 8-byte stores of four bf16 outputs.
   if (p.o_stride_h < kMlaVDim || p.o_stride_h % 4 != 0)
     return Invalid(absl::StrCat("o_stride_h = ", p.o_stride_h, "; need a multiple of 4, >= 512"));

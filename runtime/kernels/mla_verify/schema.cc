@@ -83,6 +83,9 @@ std::span<const TensorSchema> MlaVerifyInputSchema() {
       {"custom_mask", {"BOOL", "UINT8"}, {-1}, true},
       {"packed_mask", {"UINT32"}, {-1}, true},
       {"mask_indptr", {"INT64"}, {-1}, true, true},
+      // V of the draft tokens is k_extend[..., :512]; a caller that has it separately may pass it
+      // to have the kernels check that it agrees (error bit kMlaErrVExtendDiffers).
+      {"v_extend", {"BF16"}, {-1, 1, kMlaVDim}, true},
   };
   return {schema, kNumMlaVerifyInputs};
 }
@@ -207,6 +210,13 @@ StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inpu
   KJIT_RETURN_IF_ERROR(Dim(kvp, 0, b + 1, "B+1 from qo_indptr"));
   const TensorDesc& kvi = in(kInKvIndices);
   KJIT_RETURN_IF_ERROR(CheckTensor(kvi, MlaVerifyInputSchema()[kInKvIndices], true));
+  if (lay.input_slot[kInVExtend] >= 0) {
+    const TensorDesc& ve = in(kInVExtend);
+    KJIT_RETURN_IF_ERROR(CheckTensor(ve, MlaVerifyInputSchema()[kInVExtend], true));
+    KJIT_RETURN_IF_ERROR(Dim(ve, 0, n, "N from q"));
+    KJIT_RETURN_IF_ERROR(Dim(ve, 1, 1, "one value row per token"));
+    KJIT_RETURN_IF_ERROR(Dim(ve, 2, kMlaVDim, "value width 512"));
+  }
 
   MlaVerifyProblem p;
   if (bool_mask) {
@@ -252,6 +262,8 @@ StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inpu
   p.q_stride_h = kMlaKDim;
   p.q_stride_n = h * kMlaKDim;
   p.k_extend_stride_n = kMlaKDim;
+  p.check_v_extend = lay.input_slot[kInVExtend] >= 0;
+  p.v_extend_stride_n = kMlaVDim;
   p.o_stride_h = kMlaVDim;
   p.o_stride_n = h * kMlaVDim;
   *layout = lay;

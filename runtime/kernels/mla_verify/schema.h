@@ -27,7 +27,7 @@ struct MlaVerifyScalars {
 // Schema positions: indices into MlaVerifyInputSchema() and MlaVerifyLayout::input_slot.
 enum MlaVerifyInput : int {
   kInQ, kInKExtend, kInKvCache, kInQoIndptr, kInKvIndptr, kInKvIndices, kInCustomMask, kInPackedMask,
-  kInMaskIndptr, kNumMlaVerifyInputs
+  kInMaskIndptr, kInVExtend, kNumMlaVerifyInputs
 };
 enum MlaVerifyOutput : int { kOutO, kOutLse, kNumMlaVerifyOutputs };
 // Parameter positions in MlaVerifyParamSchema().
@@ -50,7 +50,7 @@ MlaVerifyHints MlaVerifyHintsOf(const TypedParams& params);
 
 // Which inputs a validated request carries, by schema position.
 struct MlaVerifyLayout {
-  int input_slot[kNumMlaVerifyInputs] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};  // -> request input index
+  int input_slot[kNumMlaVerifyInputs] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};  // -> request input index
   int o_output = -1;                                         // request output index of "o"
   int lse_output = -1;                                       // -1: not requested
 };

@@ -14,6 +14,7 @@ constexpr size_t kWorkspaceBytes = 256;  // the error word, padded to an allocat
 
 static_assert(naive::kErrKvIndexOutOfRange == kMlaErrKvIndexOutOfRange);
 static_assert(naive::kErrBadIndptr == kMlaErrBadIndptr);
+static_assert(naive::kErrVExtendDiffers == kMlaErrVExtendDiffers);
 static_assert(naive::kKDim == kMlaKDim && naive::kVDim == kMlaVDim);
 
 }  // namespace
@@ -77,6 +78,7 @@ Status LaunchMlaVerifyNaive(const KernelTable& kernels, const MlaVerifyPlan& pla
   }
   const bool any_rows = problem.num_q > 0;
   if (any_rows && (buffers.q == 0 || buffers.k_extend == 0 || buffers.qo_indptr == 0 || buffers.kv_indptr == 0 ||
+                   (problem.check_v_extend && buffers.v_extend == 0) ||
                    buffers.o == 0 || (problem.write_lse && buffers.lse == 0))) {
     return absl::InvalidArgumentError("mla_verify_naive: a required buffer is 0");
   }
@@ -92,6 +94,8 @@ Status LaunchMlaVerifyNaive(const KernelTable& kernels, const MlaVerifyPlan& pla
   params.q = reinterpret_cast<const unsigned short*>(buffers.q);
   params.k_extend = reinterpret_cast<const unsigned short*>(buffers.k_extend);
   params.kv_cache = reinterpret_cast<const unsigned short*>(buffers.kv_cache);
+  params.v_extend = problem.check_v_extend ? reinterpret_cast<const unsigned short*>(buffers.v_extend) : nullptr;
+  params.v_extend_stride_n = problem.v_extend_stride_n;
   params.qo_indptr = reinterpret_cast<const void*>(buffers.qo_indptr);
   params.kv_indptr = reinterpret_cast<const void*>(buffers.kv_indptr);
   params.qo_indptr_64 = problem.qo_indptr_64 ? 1 : 0;
