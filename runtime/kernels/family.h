@@ -32,12 +32,15 @@ namespace kjit::kernels {
 size_t DatatypeSize(std::string_view datatype);
 
 // One tensor of a request as the transport describes it. byte_size is the exact number of bytes
-// supplied (inputs) or the capacity (outputs).
+// supplied (inputs) or the capacity (outputs). strides (in elements) are given only by callers that
+// pass views of larger tensors (the in-process client); empty means row-major, and then byte_size
+// covers the elements exactly; with strides it covers the span from the first to the last element.
 struct TensorDesc {
   std::string name;
   std::string datatype;
   std::vector<int64_t> shape;
   uint64_t byte_size = 0;
+  std::vector<int64_t> strides = {};
 };
 
 // A tensor the family takes or writes, as ModelMetadata and ModelConfig show it.
@@ -147,6 +150,9 @@ class KernelFamily {
   virtual StatusOr<std::unique_ptr<FamilyLaunch>> Check(std::span<const TensorDesc> inputs,
                                                         std::span<const TensorDesc> outputs,
                                                         const TypedParams& params) const = 0;
+  // The meaning of error bits its kernels set (OK for 0), outside any one launch: for a word that
+  // gathers the bits of many (LaunchAddresses::accumulated_error_word).
+  virtual Status ErrorStatus(uint32_t error_word) const = 0;
 };
 
 // Schema position of `name`, or -1.

@@ -74,6 +74,22 @@ grpc::Status KernelService::ListKernels(grpc::ServerContext*, const v1::ListKern
   return grpc::Status::OK;
 }
 
+grpc::Status KernelService::ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest*,
+                                        v1::ListDevicesResponse* resp) {
+  if (!d_->ready.load()) return ToGrpc(absl::UnavailableError("starting: kernels not loaded yet"));
+  for (const auto& dev : d_->devices) {
+    auto* out = resp->add_devices();
+    out->set_ordinal(dev->info().ordinal);
+    out->set_uuid(dev->info().uuid);
+    out->set_name(dev->info().name);
+    out->set_arch(dev->info().arch);
+    out->set_sm_count(dev->info().sm_count);
+    out->set_kernels_loaded(dev->kernels() != nullptr);
+  }
+  resp->set_compile_only_reason(d_->compile_only_reason);
+  return grpc::Status::OK;
+}
+
 grpc::Status KernelService::Compile(grpc::ServerContext*, const v1::CompileRequest* req,
                                     grpc::ServerWriter<v1::CompileProgress>* writer) {
   auto specs = SelectSpecs(req->family(), {req->specializations().begin(), req->specializations().end()});

@@ -13,6 +13,7 @@ class KernelService final : public kjit::v1::KernelService::Service {
 
   grpc::Status ListKernels(grpc::ServerContext*, const v1::ListKernelsRequest*,
                            v1::ListKernelsResponse*) override;
+  grpc::Status ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest*, v1::ListDevicesResponse*) override;
   grpc::Status Compile(grpc::ServerContext*, const v1::CompileRequest*,
                        grpc::ServerWriter<v1::CompileProgress>*) override;
   grpc::Status GetKernel(grpc::ServerContext*, const v1::GetKernelRequest*,

@@ -27,6 +27,7 @@ class DaemonProcess {
   std::shared_ptr<grpc::Channel> Channel() const;
   // Sends SIGTERM and waits; returns the exit status (-1 when it did not exit in time).
   int Stop();
+  pid_t pid() const { return pid_; }  // for tests that stop or kill the daemon themselves
 
  private:
   std::string dir_, socket_, error_;

@@ -112,8 +112,9 @@ Status MlaVerifyErrorStatus(uint32_t err, int64_t num_slots) {
   }
   if (err & kMlaErrKvIndexOutOfRange) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "tensor 'kv_indices': kv_indices entry >= S (", num_slots,
-        " kv_cache rows); those slots were treated as masked and the output is not valid"));
+        "tensor 'kv_indices': kv_indices entry >= S",
+        num_slots >= 0 ? absl::StrCat(" (", num_slots, " kv_cache rows)") : std::string(),
+        "; those slots were treated as masked and the output is not valid"));
   }
   if (err != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -25,6 +25,10 @@ struct MlaFamilyOps {
   bool stores_error_word = false;
 };
 
+// The error word's meaning for both families (their kernels set the same bits); num_slots < 0 when
+// the bits may come from several launches.
+Status MlaVerifyErrorStatus(uint32_t error_word, int64_t num_slots);
+
 class MlaSchemaFamily final : public KernelFamily {
  public:
   explicit MlaSchemaFamily(MlaFamilyOps ops) : ops_(ops) {}
@@ -38,6 +42,7 @@ class MlaSchemaFamily final : public KernelFamily {
   StatusOr<std::unique_ptr<FamilyLaunch>> Check(std::span<const TensorDesc> inputs,
                                                 std::span<const TensorDesc> outputs,
                                                 const TypedParams& params) const override;
+  Status ErrorStatus(uint32_t error_word) const override { return MlaVerifyErrorStatus(error_word, -1); }
 
  private:
   MlaFamilyOps ops_;
@@ -47,7 +52,6 @@ class MlaSchemaFamily final : public KernelFamily {
 // bounded); null for another family's launch.
 const MlaVerifyProblem* MlaVerifyProblemOf(const FamilyLaunch& launch);
 
-// The error word's meaning for both families (their kernels set the same bits).
-Status MlaVerifyErrorStatus(uint32_t error_word, int64_t num_slots);
+
 
 }  // namespace kjit::kernels

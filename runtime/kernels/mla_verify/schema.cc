@@ -45,12 +45,41 @@ Status CheckTensor(const TensorDesc& t, const TensorSchema& schema, bool exact) 
   if (elems > std::numeric_limits<uint64_t>::max() / elem_size) {
     return Bad(t.name, absl::StrCat("shape ", ShapeText(t.shape), " overflows"));
   }
-  const uint64_t need = elems * elem_size;
+  uint64_t need = elems * elem_size;
+  if (!t.strides.empty()) {  // a view: its bytes span from the first element to the last
+    if (t.strides.size() != rank) return Bad(t.name, absl::StrCat("has ", t.strides.size(), " strides for rank ", rank));
+    uint64_t last = 0;  // offset of the last element, in elements
+    for (size_t i = 0; i < rank && elems > 0; ++i) {
+      if (t.strides[i] < 0) return Bad(t.name, "negative strides are not supported");
+      const uint64_t step = static_cast<uint64_t>(t.strides[i]), extent = static_cast<uint64_t>(t.shape[i] - 1);
+      if (step != 0 && extent > (std::numeric_limits<uint64_t>::max() / 2 - last) / step) {
+        return Bad(t.name, "strides overflow");
+      }
+      last += extent * step;
+    }
+    if (elems > 0 && last + 1 > std::numeric_limits<uint64_t>::max() / elem_size) return Bad(t.name, "strides overflow");
+    need = elems == 0 ? 0 : (last + 1) * elem_size;
+    exact = false;  // the span is what must be there; the caller's buffer may be larger
+  }
   if (exact ? t.byte_size != need : t.byte_size < need) {
     return Bad(t.name, absl::StrCat(t.byte_size, " bytes given, ", ShapeText(t.shape), " ",
                                     t.datatype, " needs ", exact ? "exactly " : "at least ", need));
   }
   return absl::OkStatus();
+}
+
+// The element stride of dimension i: the given one, or row-major's.
+int64_t StrideOf(const TensorDesc& t, size_t i) {
+  if (!t.strides.empty()) return t.strides[i];
+  int64_t s = 1;
+  for (size_t j = i + 1; j < t.shape.size(); ++j) s *= t.shape[j];
+  return s;
+}
+
+// Dimension i steps by `want` elements (or has at most one index, so its stride means nothing).
+Status StrideIs(const TensorDesc& t, size_t i, int64_t want, const char* what) {
+  if (t.shape[i] <= 1 || StrideOf(t, i) == want) return absl::OkStatus();
+  return Bad(t.name, absl::StrCat("stride of dimension ", i, " is ", StrideOf(t, i), ", expected ", want, " (", what, ")"));
 }
 
 Status Dim(const TensorDesc& t, size_t i, int64_t want, const char* what) {
@@ -175,6 +204,35 @@ StatusOr<MlaVerifyLayout> Bind(std::span<const TensorDesc> inputs, std::span<con
   return lay;
 }
 
+// Rows of q, k_extend, v_extend and o may be strided (views of larger tensors; the plan checks that
+// rows do not overlap); their last dimension, kv_cache's rows and every other tensor are dense.
+Status CheckStrides(std::span<const TensorDesc> inputs, std::span<const TensorDesc> outputs,
+                    const MlaVerifyLayout& lay, MlaVerifyProblem* p) {
+  auto in = [&](int s) -> const TensorDesc* { return lay.input_slot[s] >= 0 ? &inputs[lay.input_slot[s]] : nullptr; };
+  for (int s = 0; s < kNumMlaVerifyInputs; ++s) {
+    const TensorDesc* t = in(s);
+    if (t == nullptr) continue;
+    KJIT_RETURN_IF_ERROR(StrideIs(*t, t->shape.size() - 1, 1, "the last dimension is dense"));
+  }
+  KJIT_RETURN_IF_ERROR(StrideIs(*in(kInKvCache), 0, kMlaKDim, "kv_cache rows are 576 elements apart"));
+  const TensorDesc& q = *in(kInQ);
+  p->q_stride_h = q.shape[1] <= 1 ? kMlaKDim : StrideOf(q, 1);
+  p->q_stride_n = StrideOf(q, 0);
+  p->k_extend_stride_n = StrideOf(*in(kInKExtend), 0);
+  p->check_v_extend = in(kInVExtend) != nullptr;
+  p->v_extend_stride_n = p->check_v_extend ? StrideOf(*in(kInVExtend), 0) : kMlaVDim;
+  const TensorDesc& o = outputs[lay.o_output];
+  KJIT_RETURN_IF_ERROR(StrideIs(o, 2, 1, "the last dimension is dense"));
+  p->o_stride_h = o.shape[1] <= 1 ? kMlaVDim : StrideOf(o, 1);
+  p->o_stride_n = StrideOf(o, 0);
+  if (lay.lse_output >= 0) {  // the kernels write lse densely
+    const TensorDesc& lse = outputs[lay.lse_output];
+    KJIT_RETURN_IF_ERROR(StrideIs(lse, 1, 1, "lse is dense"));
+    KJIT_RETURN_IF_ERROR(StrideIs(lse, 0, lse.shape[1], "lse is dense"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inputs,
@@ -259,13 +317,7 @@ StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inpu
   p.num_slots = kv.shape[0];
   p.num_kv_indices = kvi.shape[0];
   p.write_lse = lay.lse_output >= 0;
-  p.q_stride_h = kMlaKDim;
-  p.q_stride_n = h * kMlaKDim;
-  p.k_extend_stride_n = kMlaKDim;
-  p.check_v_extend = lay.input_slot[kInVExtend] >= 0;
-  p.v_extend_stride_n = kMlaVDim;
-  p.o_stride_h = kMlaVDim;
-  p.o_stride_n = h * kMlaVDim;
+  KJIT_RETURN_IF_ERROR(CheckStrides(inputs, outputs, lay, &p));
   *layout = lay;
   return p;
 }

@@ -1,0 +1,151 @@
+#include "client/cpp/src/daemon_link.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/kernels/registry.h"
+
+namespace kjit::client {
+namespace {
+
+constexpr char kSessionMetadataKey[] = "kjit-session";
+
+bool IsSocket(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+std::chrono::system_clock::time_point Until(std::chrono::milliseconds d) { return std::chrono::system_clock::now() + d; }
+
+}  // namespace
+
+std::string DefaultTarget() {
+  std::vector<std::string> candidates;
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg != '\0') {
+    candidates.push_back(absl::StrCat(xdg, "/kjit/kjitd.sock"));
+  }
+  candidates.push_back("/run/kjit/kjitd.sock");
+  candidates.push_back(absl::StrCat("/tmp/kjit-", getuid(), "/kjitd.sock"));
+  for (const std::string& c : candidates) {
+    if (IsSocket(c)) return "unix://" + c;
+  }
+  return "unix://" + candidates.front();
+}
+
+Status FromGrpc(const grpc::Status& s, std::string_view what) {
+  if (s.ok()) return absl::OkStatus();
+  const int code = static_cast<int>(s.error_code());
+  const auto c = code >= 0 && code <= 16 ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kUnknown;
+  return Status(c, absl::StrCat(absl::string_view(what.data(), what.size()), ": ", s.error_message()));
+}
+
+StatusOr<std::unique_ptr<DaemonLink>> DaemonLink::Connect(const std::string& target,
+                                                          std::chrono::milliseconds deadline,
+                                                          const std::string& client_name, bool session) {
+  std::unique_ptr<DaemonLink> l(new DaemonLink());
+  l->target_ = target;
+  l->deadline_ = deadline;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(INT_MAX);
+  args.SetMaxSendMessageSize(INT_MAX);
+  // A daemon restarted under the same socket is found again quickly.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  l->channel_ = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  l->infer_ = inference::GRPCInferenceService::NewStub(l->channel_);
+  l->kernels_ = kjit::v1::KernelService::NewStub(l->channel_);
+  auto ctx = l->Context();
+  inference::ServerLiveRequest req;
+  inference::ServerLiveResponse resp;
+  KJIT_RETURN_IF_ERROR(FromGrpc(l->infer_->ServerLive(ctx.get(), req, &resp), absl::StrCat("kjitd at ", target)));
+  if (session) KJIT_RETURN_IF_ERROR(l->OpenSession(client_name));
+  return l;
+}
+
+Status DaemonLink::OpenSession(const std::string& client_name) {
+  session_stream_ = kernels_->OpenSession(&session_ctx_);
+  kjit::v1::SessionRequest hello;
+  hello.set_client_name(client_name);
+  kjit::v1::SessionEvent first;
+  // The daemon answers at once with the session id; the read has no deadline of its own, so a
+  // watchdog cancels the stream when it does not come in time.
+  std::atomic<bool> answered{false};
+  std::thread watchdog([this, &answered] {
+    const auto until = std::chrono::steady_clock::now() + deadline_;
+    while (!answered.load() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!answered.load()) session_ctx_.TryCancel();
+  });
+  const bool ok = session_stream_->Write(hello) && session_stream_->Read(&first);
+  answered = true;
+  watchdog.join();
+  if (!ok || first.session_id().empty()) {
+    session_ctx_.TryCancel();
+    (void)session_stream_->Finish();
+    session_stream_.reset();
+    return absl::UnavailableError(absl::StrCat("kjitd at ", target_, ": OpenSession did not answer within ",
+                                               deadline_.count(), " ms"));
+  }
+  session_ = first.session_id();
+  // Keeps the stream open for the client's lifetime: the daemon ends the session when it closes.
+  session_thread_ = std::thread([this] {
+    kjit::v1::SessionEvent e;
+    while (session_stream_->Read(&e)) {
+    }
+  });
+  return absl::OkStatus();
+}
+
+DaemonLink::~DaemonLink() {
+  if (session_stream_) {
+    session_ctx_.TryCancel();
+    if (session_thread_.joinable()) session_thread_.join();
+    (void)session_stream_->Finish();
+  }
+}
+
+std::unique_ptr<grpc::ClientContext> DaemonLink::Context() const {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(Until(deadline_));
+  if (!session_.empty()) ctx->AddMetadata(kSessionMetadataKey, session_);
+  return ctx;
+}
+
+StatusOr<std::vector<kernels::CompiledKernel>> DaemonLink::GetKernels(std::string_view family, const std::string& arch) {
+  std::vector<kernels::CompiledKernel> all;
+  for (const kernels::Specialization& spec : kernels::FamilySpecializations(family)) {
+    auto ctx = Context();
+    kjit::v1::GetKernelRequest req;
+    req.set_family(spec.family);
+    req.set_specialization(spec.name);
+    req.set_arch(arch);
+    kjit::v1::GetKernelResponse resp;
+    KJIT_RETURN_IF_ERROR(FromGrpc(kernels_->GetKernel(ctx.get(), req, &resp),
+                                  absl::StrCat("GetKernel ", spec.family, "/", spec.name, " for ", arch)));
+    kernels::CompiledKernel k;
+    k.spec = spec;
+    k.arch = arch;
+    k.cubin_arch = resp.arch();  // sm_90a for mla_verify on sm_90
+    k.cache_key = resp.cache_key();
+    k.cubin.assign(resp.cubin().begin(), resp.cubin().end());
+    for (const auto& kr : resp.kernels()) k.lowered_names.emplace_back(kr.name_expression(), kr.lowered_name());
+    k.origin = kernels::CompiledKernel::Origin::kDiskHit;
+    all.push_back(std::move(k));
+  }
+  return all;
+}
+
+StatusOr<kjit::v1::ListDevicesResponse> DaemonLink::ListDevices() {
+  auto ctx = Context();
+  kjit::v1::ListDevicesRequest req;
+  kjit::v1::ListDevicesResponse resp;
+  KJIT_RETURN_IF_ERROR(FromGrpc(kernels_->ListDevices(ctx.get(), req, &resp), "ListDevices"));
+  return resp;
+}
+
+}  // namespace kjit::client

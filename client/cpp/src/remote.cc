@@ -1,0 +1,294 @@
+#include "client/cpp/src/remote.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+
+namespace kjit::client {
+namespace {
+
+constexpr char kDeviceUuidMetadataKey[] = "kjit-device-uuid";
+constexpr size_t kRingBytes = size_t{1} << 20;
+
+void SetRegion(google::protobuf::Map<std::string, inference::InferParameter>* p, const std::string& region,
+               uint64_t offset, uint64_t bytes) {
+  (*p)["shared_memory_region"].set_string_param(region);
+  (*p)["shared_memory_offset"].set_int64_param(static_cast<int64_t>(offset));
+  (*p)["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(bytes));
+}
+
+// kjitd's tensors are row-major: a strided view cannot travel as a region.
+Status CheckDense(const kernels::TensorDesc& t) {
+  int64_t want = 1;
+  for (size_t i = t.shape.size(); i-- > 0;) {
+    if (t.shape[i] > 1 && i < t.strides.size() && t.strides[i] != want) {
+      return absl::UnimplementedError(absl::StrCat("tensor '", t.name,
+                                                   "' is a strided view; the ring and remote modes send dense "
+                                                   "tensors only (make it contiguous, or use the in-process mode)"));
+    }
+    want *= t.shape[i];
+  }
+  return absl::OkStatus();
+}
+
+void SetParam(inference::ModelInferRequest* r, const kernels::Param& p) {
+  inference::InferParameter& out = (*r->mutable_parameters())[p.name];
+  std::visit(
+      [&out](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>) out.set_bool_param(v);
+        if constexpr (std::is_same_v<T, int64_t>) out.set_int64_param(v);
+        if constexpr (std::is_same_v<T, uint64_t>) out.set_uint64_param(v);
+        if constexpr (std::is_same_v<T, double>) out.set_double_param(v);
+        if constexpr (std::is_same_v<T, std::string>) out.set_string_param(v);
+      },
+      p.value);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<RemoteLauncher>> RemoteLauncher::Create(DaemonLink* link, std::string_view model, bool ring,
+                                                                 bool events) {
+  std::unique_ptr<RemoteLauncher> r(new RemoteLauncher(link, std::string(model), events));
+  if (ring) KJIT_RETURN_IF_ERROR(r->OpenRing());
+  return r;
+}
+
+std::string RemoteLauncher::NewName(std::string_view what) {
+  return absl::StrCat("kjit-", getpid(), "-", absl::string_view(what.data(), what.size()), "-", ++names_);
+}
+
+Status RemoteLauncher::OpenRing() {
+  std::random_device rd;
+  ring_key_ = absl::StrCat("/kjit-ring-", getpid(), "-", rd());
+  const int fd = shm_open(ring_key_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("shm_open(", ring_key_, "): ", strerror(errno)));
+  ring_bytes_ = kRingBytes;
+  void* map = MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(ring_bytes_)) == 0) {
+    map = mmap(nullptr, ring_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  const int err = errno;
+  close(fd);
+  if (map == MAP_FAILED) {
+    shm_unlink(ring_key_.c_str());
+    ring_key_.clear();
+    return absl::UnavailableError(absl::StrCat("mapping the launch ring: ", strerror(err)));
+  }
+  ring_map_ = map;
+  KJIT_ASSIGN_OR_RETURN(ipc::RingClient ring, ipc::RingClient::Create(ring_map_, ring_bytes_));
+  ring_region_ = NewName("ring");
+  {
+    auto ctx = link_->Context();
+    inference::SystemSharedMemoryRegisterRequest req;
+    req.set_name(ring_region_);
+    req.set_key(ring_key_);
+    req.set_byte_size(ring_bytes_);
+    inference::SystemSharedMemoryRegisterResponse resp;
+    KJIT_RETURN_IF_ERROR(FromGrpc(link_->infer()->SystemSharedMemoryRegister(ctx.get(), req, &resp),
+                                  "registering the launch ring"));
+  }
+  auto ctx = link_->Context();
+  kjit::v1::OpenRingRequest req;
+  req.set_region(ring_region_);
+  kjit::v1::OpenRingResponse resp;
+  KJIT_RETURN_IF_ERROR(FromGrpc(link_->kernels()->OpenRing(ctx.get(), req, &resp), "OpenRing"));
+  ring_.emplace(ring);
+  return absl::OkStatus();
+}
+
+RemoteLauncher::~RemoteLauncher() {
+  // Best effort within the deadline: a session releases everything anyway when the client goes.
+  if (!ring_region_.empty()) {
+    auto ctx = link_->Context();
+    inference::SystemSharedMemoryUnregisterRequest req;
+    req.set_name(ring_region_);
+    inference::SystemSharedMemoryUnregisterResponse resp;
+    (void)link_->infer()->SystemSharedMemoryUnregister(ctx.get(), req, &resp);
+  }
+  for (const auto& [base, a] : allocations_) {
+    auto ctx = link_->Context();
+    inference::CudaSharedMemoryUnregisterRequest req;
+    req.set_name(a.region);
+    inference::CudaSharedMemoryUnregisterResponse resp;
+    (void)link_->infer()->CudaSharedMemoryUnregister(ctx.get(), req, &resp);
+  }
+  for (const auto& [ordinal, d] : devices_) {
+    for (const std::string& name : {d->ready_name, d->done_name}) {
+      if (name.empty()) continue;
+      auto ctx = link_->Context();
+      kjit::v1::UnregisterEventRequest req;
+      req.set_name(name);
+      kjit::v1::UnregisterEventResponse resp;
+      (void)link_->kernels()->UnregisterEvent(ctx.get(), req, &resp);
+    }
+  }
+  if (ring_map_ != nullptr) munmap(ring_map_, ring_bytes_);
+  if (!ring_key_.empty()) shm_unlink(ring_key_.c_str());
+}
+
+StatusOr<RemoteLauncher::Device*> RemoteLauncher::DeviceFor(int64_t ordinal) {
+  if (auto it = devices_.find(ordinal); it != devices_.end()) return it->second.get();
+  KJIT_ASSIGN_OR_RETURN(std::vector<driver::DeviceInfo> mine, driver::Devices());
+  if (ordinal < 0 || ordinal >= static_cast<int64_t>(mine.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device ", ordinal, " out of range (this process sees ", mine.size(), " GPUs)"));
+  }
+  auto d = std::make_unique<Device>();
+  d->uuid = mine[ordinal].uuid;
+  // The daemon numbers GPUs its own way (its CUDA_VISIBLE_DEVICES): find ours by UUID.
+  KJIT_ASSIGN_OR_RETURN(kjit::v1::ListDevicesResponse theirs, link_->ListDevices());
+  bool found = false;
+  for (const auto& dev : theirs.devices()) {
+    if (dev.uuid() == d->uuid) {
+      d->daemon_ordinal = dev.ordinal();
+      found = true;
+    }
+  }
+  if (!found) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "GPU ", ordinal, " (", d->uuid, ") is not one of kjitd's",
+        theirs.devices_size() == 0 ? absl::StrCat(" (it runs compile-only: ", theirs.compile_only_reason(), ")") : ""));
+  }
+  KJIT_ASSIGN_OR_RETURN(driver::Context ctx, driver::Context::RetainPrimary(static_cast<int>(ordinal)));
+  d->context.emplace(std::move(ctx));
+  if (events_) {
+    KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+    KJIT_RETURN_IF_ERROR(d->context->MakeCurrent());
+    for (auto [event, name, what] : {std::tuple{&d->ready, &d->ready_name, "ready"}, std::tuple{&d->done, &d->done_name, "done"}}) {
+      KJIT_ASSIGN_OR_RETURN(driver::Event e, driver::Event::Create(CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+      CUipcEventHandle handle;
+      KJIT_RETURN_IF_ERROR(driver::Check(api->cuIpcGetEventHandle(&handle, e.get()), "cuIpcGetEventHandle"));
+      *name = NewName(what);
+      auto rctx = link_->Context();
+      rctx->AddMetadata(kDeviceUuidMetadataKey, d->uuid);
+      kjit::v1::RegisterEventRequest req;
+      req.set_name(*name);
+      req.set_raw_handle(handle.reserved, sizeof(handle.reserved));
+      req.set_device_id(d->daemon_ordinal);
+      kjit::v1::RegisterEventResponse resp;
+      KJIT_RETURN_IF_ERROR(FromGrpc(link_->kernels()->RegisterEvent(rctx.get(), req, &resp), "RegisterEvent"));
+      event->emplace(std::move(e));
+    }
+  }
+  return devices_.emplace(ordinal, std::move(d)).first->second.get();
+}
+
+StatusOr<std::pair<std::string, uint64_t>> RemoteLauncher::RegionFor(CUdeviceptr ptr, uint64_t bytes,
+                                                                      const Device& d) {
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  unsigned long long buffer_id = 0;
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemGetAddressRange(&base, &size, ptr), "cuMemGetAddressRange"));
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuPointerGetAttribute(&buffer_id, CU_POINTER_ATTRIBUTE_BUFFER_ID, ptr),
+                                     "cuPointerGetAttribute(BUFFER_ID)"));
+  if (ptr - base + bytes > size) return absl::InvalidArgumentError("a tensor extends past its allocation");
+  auto it = allocations_.find(base);
+  if (it != allocations_.end() && it->second.buffer_id == buffer_id && it->second.size == size) {
+    return std::pair{it->second.region, ptr - base};
+  }
+  if (it != allocations_.end()) {  // freed and allocated again at the same address: a new block
+    auto ctx = link_->Context();
+    inference::CudaSharedMemoryUnregisterRequest req;
+    req.set_name(it->second.region);
+    inference::CudaSharedMemoryUnregisterResponse resp;
+    (void)link_->infer()->CudaSharedMemoryUnregister(ctx.get(), req, &resp);
+    allocations_.erase(it);
+  }
+  CUipcMemHandle handle;
+  const CUresult r = api->cuIpcGetMemHandle(&handle, base);
+  if (r != CUDA_SUCCESS) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        driver::Check(r, "cuIpcGetMemHandle").message(),
+        ": this memory cannot be shared with kjitd (expandable segments, cudaMallocAsync pools and VMM "
+        "allocations have no IPC handle); with torch set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False "
+        "and not backend:cudaMallocAsync, or use the in-process mode"));
+  }
+  Allocation a{NewName("mem"), base, size, buffer_id};
+  auto ctx = link_->Context();
+  ctx->AddMetadata(kDeviceUuidMetadataKey, d.uuid);
+  inference::CudaSharedMemoryRegisterRequest req;
+  req.set_name(a.region);
+  req.set_raw_handle(handle.reserved, sizeof(handle.reserved));
+  req.set_device_id(d.daemon_ordinal);
+  req.set_byte_size(size);
+  inference::CudaSharedMemoryRegisterResponse resp;
+  KJIT_RETURN_IF_ERROR(FromGrpc(link_->infer()->CudaSharedMemoryRegister(ctx.get(), req, &resp),
+                                "CudaSharedMemoryRegister"));
+  const std::string region = a.region;
+  allocations_.emplace(base, std::move(a));
+  return std::pair{region, ptr - base};
+}
+
+Status RemoteLauncher::Send(const inference::ModelInferRequest& req) {
+  if (!ring_) {
+    auto ctx = link_->Context();
+    inference::ModelInferResponse resp;
+    return FromGrpc(link_->infer()->ModelInfer(ctx.get(), req, &resp), "ModelInfer");
+  }
+  req.SerializeToString(&request_bytes_);
+  int code = 0;
+  KJIT_RETURN_IF_ERROR(ring_->Call(request_bytes_, &response_bytes_, &code, &message_,
+                                   std::chrono::duration_cast<std::chrono::microseconds>(link_->deadline())));
+  if (code == 0) return absl::OkStatus();
+  const auto c = code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kUnknown;
+  return Status(c, absl::StrCat("ModelInfer on the launch ring: ", message_));
+}
+
+Status RemoteLauncher::Launch(const VerifyCall& call, int64_t device, CUstream stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KJIT_ASSIGN_OR_RETURN(Device * d, DeviceFor(device));
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  KJIT_RETURN_IF_ERROR(d->context->MakeCurrent());
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamIsCapturing(stream, &capture), "cuStreamIsCapturing"));
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return absl::FailedPreconditionError(
+        "the stream is being captured into a CUDA graph: only the in-process mode can be captured");
+  }
+  inference::ModelInferRequest req;
+  req.set_model_name(model_);
+  for (const kernels::Param& p : call.params) SetParam(&req, p);
+  SetParam(&req, {"kjit_device", d->daemon_ordinal});
+  auto add = [&](const kernels::TensorDesc& t, CUdeviceptr data, bool input) -> Status {
+    KJIT_RETURN_IF_ERROR(CheckDense(t));
+    google::protobuf::Map<std::string, inference::InferParameter>* params;
+    if (input) {
+      auto* in = req.add_inputs();
+      in->set_name(t.name);
+      in->set_datatype(t.datatype);
+      for (int64_t dim : t.shape) in->add_shape(dim);
+      params = in->mutable_parameters();
+    } else {
+      auto* out = req.add_outputs();
+      out->set_name(t.name);
+      params = out->mutable_parameters();
+    }
+    if (t.byte_size == 0) {  // nothing to share (an empty tensor may have no address at all)
+      if (input) req.add_raw_input_contents();
+      return absl::OkStatus();
+    }
+    KJIT_ASSIGN_OR_RETURN(auto region, RegionFor(data, t.byte_size, *d));
+    SetRegion(params, region.first, region.second, t.byte_size);
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < call.inputs.size(); ++i) KJIT_RETURN_IF_ERROR(add(call.inputs[i], call.input_data[i], true));
+  for (size_t i = 0; i < call.outputs.size(); ++i) KJIT_RETURN_IF_ERROR(add(call.outputs[i], call.output_data[i], false));
+  if (events_) {
+    SetParam(&req, {"kjit_wait_event", d->ready_name});
+    SetParam(&req, {"kjit_signal_event", d->done_name});
+    KJIT_RETURN_IF_ERROR(d->ready->Record(stream));
+    KJIT_RETURN_IF_ERROR(Send(req));
+    return driver::Check(api->cuStreamWaitEvent(stream, d->done->get(), 0), "cuStreamWaitEvent(the launch)");
+  }
+  // Synchronous: the inputs are the stream's work so far; the reply comes after the kernels ran.
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "cuStreamSynchronize"));
+  return Send(req);
+}
+
+}  // namespace kjit::client

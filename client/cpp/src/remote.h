@@ -1,0 +1,72 @@
+// Launches through kjitd (the ring and remote modes): every tensor as a CUDA IPC region of its
+// allocation (registered once per cudaMalloc block and found again by the driver's buffer id, so a
+// block freed and reused is registered anew), a ModelInferRequest naming regions and offsets, sent
+// over the shared-memory launch ring or gRPC. Synchronous (the caller's stream is synchronized
+// before the request) or ordered by CUDA IPC events (no host wait).
+#pragma once
+
+#include <cuda.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "client/cpp/src/daemon_link.h"
+#include "client/cpp/src/verify_args.h"
+#include "runtime/driver/cuda_driver.h"
+#include "runtime/ipc/launch_ring.h"
+
+namespace kjit::client {
+
+class RemoteLauncher {
+ public:
+  // With `ring`, opens a launch ring (system shared memory registered under the link's session);
+  // with `events`, launches are ordered by IPC events instead of synchronizing the caller's stream.
+  static StatusOr<std::unique_ptr<RemoteLauncher>> Create(DaemonLink* link, std::string_view model, bool ring,
+                                                          bool events);
+  ~RemoteLauncher();
+
+  Status Launch(const VerifyCall& call, int64_t device, CUstream stream);
+  bool ring() const { return ring_.has_value(); }
+
+ private:
+  RemoteLauncher(DaemonLink* link, std::string model, bool events)
+      : link_(link), model_(std::move(model)), events_(events) {}
+  struct Device {
+    int64_t daemon_ordinal = 0;  // kjit_device / device_id: the daemon's numbering
+    std::string uuid;
+    std::optional<driver::Context> context;
+    std::optional<driver::Event> ready, done;  // interprocess events, registered as below
+    std::string ready_name, done_name;
+  };
+  struct Allocation {
+    std::string region;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    unsigned long long buffer_id = 0;
+  };
+  Status OpenRing();
+  StatusOr<Device*> DeviceFor(int64_t ordinal);
+  // The region holding [ptr, ptr + bytes) and the offset of ptr in it.
+  StatusOr<std::pair<std::string, uint64_t>> RegionFor(CUdeviceptr ptr, uint64_t bytes, const Device& d);
+  Status Send(const inference::ModelInferRequest& req);
+  std::string NewName(std::string_view what);
+
+  DaemonLink* link_;
+  std::string model_;
+  bool events_;
+  std::mutex mu_;  // one launch at a time: the ring has one slot, registrations are shared
+  std::map<int64_t, std::unique_ptr<Device>> devices_;
+  std::map<CUdeviceptr, Allocation> allocations_;  // by base
+  uint64_t names_ = 0;
+  // The launch ring: a POSIX shared memory object of ours, mapped, registered and opened.
+  std::string ring_key_, ring_region_;
+  void* ring_map_ = nullptr;
+  size_t ring_bytes_ = 0;
+  std::optional<ipc::RingClient> ring_;
+  std::string request_bytes_, response_bytes_, message_;
+};
+
+}  // namespace kjit::client

@@ -1,0 +1,215 @@
+"""kjit.verify_attention: SGLang's extend_attention_fwd on the MLA tree-verify path, on kjit's
+kernels. torch is imported on the first call only.
+
+The call is built for a low host cost (the in-process mode queues the kernels with no RPC,
+allocation or synchronization, so a CUDA-graph capture records it): the index-pointer tensors of a
+step and each layer's cache buffers are described once and reused while they are the same objects;
+the workspace is one torch tensor per device and stream, grown when a launch asks for more."""
+import math
+import threading
+
+from kjit import _native
+from kjit.client import default_client
+from kjit.errors import Unsupported
+
+MLA_QK_DIM = 576
+MLA_V_DIM = 512
+HEADS = (8, 16, 32, 64, 128)
+MAX_DRAFT = 64
+
+_torch = None
+_dtype_codes = None
+_raw_stream = None
+
+
+def _init_torch():
+    global _torch, _dtype_codes, _raw_stream
+    import torch
+
+    _torch = torch
+    _dtype_codes = {torch.bool: _native.DTYPE_BOOL, torch.uint8: _native.DTYPE_UINT8,
+                    torch.int32: _native.DTYPE_INT32, torch.int64: _native.DTYPE_INT64,
+                    torch.bfloat16: _native.DTYPE_BF16, torch.float32: _native.DTYPE_FP32,
+                    torch.float16: _native.DTYPE_FP16}
+    if hasattr(torch, "uint32"):
+        _dtype_codes[torch.uint32] = _native.DTYPE_UINT32
+    if hasattr(torch, "float8_e4m3fn"):
+        _dtype_codes[torch.float8_e4m3fn] = _native.DTYPE_FP8_E4M3
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    _raw_stream = raw if raw is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
+
+
+_PAD = ((0, 0, 0, 0), (0, 0, 0), (0, 0), (0,), ())
+
+
+def _tensor(t):
+    """A kjit_tensor's eleven words for a torch tensor."""
+    shape = t.shape
+    n = len(shape)
+    if n > 4:
+        raise Unsupported(f"a tensor of rank {n}")
+    code = _dtype_codes.get(t.dtype)
+    if code is None:
+        raise Unsupported(f"dtype {t.dtype}")
+    pad = _PAD[n]
+    return (t.data_ptr(), code, n, *shape, *pad, *t.stride(), *pad)
+
+
+_ABSENT = (0,) * 11
+
+
+class _Calls(threading.local):
+    """Per thread: the argument struct, and what the last calls described."""
+
+    def __init__(self):
+        import ctypes
+
+        self.args = (ctypes.c_char * _native.VERIFY_BYTES)()
+        ctypes.memmove(self.args, _native.VERIFY_BYTES.to_bytes(8, "little"), 8)  # struct_size
+        self.address = ctypes.addressof(self.args)
+        self.meta = None   # the index-pointer tensors described last
+        self.caches = {}   # id(k_buffer) -> (k_buffer, v_buffer, its words): checked and described
+
+
+_calls = None
+_workspaces = {}   # (device, stream) -> uint8 tensor
+_retired = []      # workspaces a CUDA graph may still use (replaced while capturing)
+_lock = threading.Lock()
+
+
+def _check_call(q, o, custom_mask, max_len_extend, logit_cap, skip_prefix_custom_mask, sliding_window_size, sinks,
+                window_kv_offsets, xai_temperature_len):
+    """What kjit does not implement, from the call's own arguments (cheap: every call)."""
+    if logit_cap and logit_cap > 0:
+        raise Unsupported("logit_cap > 0 (soft-capped logits)")
+    if sliding_window_size is not None and sliding_window_size > 0:
+        raise Unsupported("a sliding window")
+    if sinks is not None:
+        raise Unsupported("attention sinks")
+    if window_kv_offsets is not None:
+        raise Unsupported("window_kv_offsets")
+    if xai_temperature_len is not None and xai_temperature_len > 0:
+        raise Unsupported("xai temperature scaling")
+    if not skip_prefix_custom_mask:
+        raise Unsupported("a custom mask over the prefix (skip_prefix_custom_mask=False)")
+    if custom_mask is None:
+        raise Unsupported("no custom_mask (kjit verifies draft trees with a mask)")
+    if not 1 <= max_len_extend <= MAX_DRAFT:
+        raise Unsupported(f"max_len_extend = {max_len_extend} (kjit takes 1..{MAX_DRAFT} draft tokens)")
+    qs, os_ = q.shape, o.shape
+    if len(qs) != 3 or qs[2] != MLA_QK_DIM or len(os_) != 3 or os_[2] != MLA_V_DIM:
+        raise Unsupported(f"q {tuple(qs)} / o {tuple(os_)}: kjit takes MLA's 576 / 512 head dims")
+    if qs[1] not in HEADS:
+        raise Unsupported(f"{qs[1]} heads (kjit takes {', '.join(map(str, HEADS))})")
+    if q.dtype is not _torch.bfloat16:
+        raise Unsupported(f"q in {q.dtype}: kjit takes bf16")
+
+
+def _describe_cache(k_buffer, v_buffer):
+    """A layer's cache, once per pair of objects: V is read from k_buffer's first 512 dims."""
+    if k_buffer.dtype is not _torch.bfloat16:
+        raise Unsupported(f"k_buffer in {k_buffer.dtype}: kjit takes a bf16 cache")
+    if (v_buffer.data_ptr() != k_buffer.data_ptr() or v_buffer.dim() != 3 or v_buffer.shape[-1] != MLA_V_DIM or
+            v_buffer.shape[0] != k_buffer.shape[0] or v_buffer.stride()[0] != k_buffer.stride()[0]):
+        raise Unsupported("v_buffer is not a view of k_buffer[..., :512]")
+    return _tensor(k_buffer)
+
+
+def _scale(x, name):
+    if x is None:
+        return 1.0
+    if isinstance(x, (int, float)):
+        return float(x)
+    raise Unsupported(f"{name} as a {type(x).__name__} (kjit takes a Python number)")
+
+
+def verify_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
+                     custom_mask, is_causal, mask_indptr, max_len_extend, k_scale, v_scale, sm_scale=None,
+                     logit_cap=0.0, skip_prefix_custom_mask=True, sliding_window_size=-1, sinks=None,
+                     window_kv_offsets=None, xai_temperature_len=-1, *, lse=None, max_prefix=None, client=None):
+    """Writes o_extend (and lse, [N, H] fp32, when given) like SGLang's extend_attention_fwd on the MLA
+    verify path (same positional order). Raises kjit.Unsupported before launching anything for
+    what kjit does not implement, so the caller can run the original with the same arguments; other
+    failures are kjit.Error. max_prefix (a bound on every prefix length) only tunes the plan."""
+    global _calls
+    if _torch is None:
+        _init_torch()
+    calls = _calls
+    if calls is None:
+        calls = _calls = _Calls()
+    client = client or default_client()
+    _check_call(q_extend, o_extend, custom_mask, max_len_extend, logit_cap, skip_prefix_custom_mask,
+                sliding_window_size, sinks, window_kv_offsets, xai_temperature_len)
+    buf = calls.args
+    pack = _native.PACK_TENSOR.pack_into
+    offset = _native.TENSOR_OFFSET
+
+    cache = calls.caches.get(id(k_buffer))
+    if cache is None or cache[0] is not k_buffer or cache[1] is not v_buffer:
+        if len(calls.caches) > 4096:
+            calls.caches.clear()
+        cache = calls.caches[id(k_buffer)] = (k_buffer, v_buffer, _describe_cache(k_buffer, v_buffer))
+    pack(buf, offset["kv_cache"], *cache[2])
+
+    # The step's index pointers are the same objects for every layer of a forward.
+    meta = calls.meta
+    if (meta is None or meta[0] is not qo_indptr or meta[1] is not kv_indptr or meta[2] is not kv_indices or
+            meta[3] is not custom_mask or meta[4] is not mask_indptr):
+        pack(buf, offset["qo_indptr"], *_tensor(qo_indptr))
+        pack(buf, offset["kv_indptr"], *_tensor(kv_indptr))
+        pack(buf, offset["kv_indices"], *_tensor(kv_indices))
+        pack(buf, offset["custom_mask"], *_tensor(custom_mask))
+        pack(buf, offset["packed_mask"], *_ABSENT)
+        pack(buf, offset["mask_indptr"], *_tensor(mask_indptr))
+        calls.meta = (qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr)
+
+    pack(buf, offset["q"], *_tensor(q_extend))
+    pack(buf, offset["k_extend"], *_tensor(k_extend))
+    pack(buf, offset["v_extend"], *_tensor(v_extend))
+    pack(buf, offset["o"], *_tensor(o_extend))
+    pack(buf, offset["lse"], *(_tensor(lse) if lse is not None else _ABSENT))
+
+    device = q_extend.get_device()
+    stream = _raw_stream(device)
+    workspace = _workspaces.get((device, stream))
+    scales = (float(sm_scale) if sm_scale else 1.0 / math.sqrt(MLA_QK_DIM), _scale(k_scale, "k_scale"),
+              _scale(v_scale, "v_scale"), 1 if is_causal else 0, int(max_len_extend),
+              -1 if max_prefix is None else int(max_prefix), device)
+    if workspace is not None:
+        _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *scales, workspace.data_ptr(), workspace.numel())
+    else:
+        _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *scales, 0, 0)
+    needed = client.mla_verify(calls.address, stream)
+    if needed:
+        workspace = _grow_workspace(device, stream, needed)
+        _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *scales, workspace.data_ptr(), workspace.numel())
+        client.mla_verify(calls.address, stream)
+
+
+def _grow_workspace(device, stream, needed):
+    with _lock:
+        old = _workspaces.get((device, stream))
+        if old is not None and _torch.cuda.is_current_stream_capturing():
+            _retired.append(old)  # a graph captured before may still replay with it
+        size = max(needed, 1 << 20)
+        size = (size + (1 << 20) - 1) & ~((1 << 20) - 1)
+        ws = _torch.empty(size, dtype=_torch.uint8, device=f"cuda:{device}")
+        _workspaces[(device, stream)] = ws
+        return ws
+
+
+def check_errors(device=None, stream=None, client=None):
+    """Raises kjit.Error for what the kernels found since the last check (a kv_indices entry >= S,
+    index pointers that leave their tensors, v_extend differing from k_extend[..., :512]). Waits for
+    `stream` (a torch.cuda.Stream or raw handle; None: the whole device) first: call it at a sync
+    point of your own, never inside a CUDA-graph capture."""
+    if _torch is None:
+        _init_torch()
+    if device is None:
+        device = _torch.cuda.current_device()
+    elif not isinstance(device, int):
+        device = _torch.device(device).index
+    raw = 0
+    if stream is not None:
+        raw = stream if isinstance(stream, int) else stream.cuda_stream
+    (client or default_client()).check_errors(device, raw)

@@ -1,0 +1,211 @@
+// libkjit_client's C ABI against a real kjitd on a temporary socket (compile-only on a machine
+// without a GPU): mode selection, kernels fetched or compiled without a GPU, every error path with
+// its code, and a stuck or dead daemon answered within the deadline.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include "client/cpp/include/kjit_client.h"
+#include "client/cpp/include/kjit_client.hpp"
+#include "tests/e2e/daemon_process.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+kjit_client_options Options(const std::string& target, const char* modes, int64_t deadline_ms = 5000) {
+  kjit_client_options o{};
+  o.struct_size = sizeof(o);
+  o.target = target.c_str();
+  o.modes = modes;
+  o.deadline_ms = deadline_ms;
+  o.client_name = "client_abi_test";
+  return o;
+}
+
+// A call with every required tensor, shapes consistent (B = 1, N = 2, H = 8, P = 3), fake addresses.
+kjit_mla_verify_args ValidArgs() {
+  kjit_mla_verify_args a = kjit::VerifyArgs();
+  auto tensor = [](int64_t dtype, std::initializer_list<int64_t> shape, uint64_t data) {
+    kjit_tensor t{};
+    t.data = data;
+    t.dtype = dtype;
+    t.ndim = static_cast<int64_t>(shape.size());
+    int i = 0;
+    for (int64_t d : shape) t.shape[i++] = d;
+    int64_t stride = 1;
+    for (int k = static_cast<int>(t.ndim) - 1; k >= 0; --k) {
+      t.strides[k] = stride;
+      stride *= t.shape[k];
+    }
+    return t;
+  };
+  a.q = tensor(KJIT_DTYPE_BF16, {2, 8, 576}, 0x100000);
+  a.k_extend = tensor(KJIT_DTYPE_BF16, {2, 1, 576}, 0x200000);
+  a.kv_cache = tensor(KJIT_DTYPE_BF16, {4, 1, 576}, 0x300000);
+  a.qo_indptr = tensor(KJIT_DTYPE_INT64, {2}, 0x400000);
+  a.kv_indptr = tensor(KJIT_DTYPE_INT32, {2}, 0x500000);
+  a.kv_indices = tensor(KJIT_DTYPE_INT64, {3}, 0x600000);
+  a.custom_mask = tensor(KJIT_DTYPE_UINT8, {10}, 0x700000);
+  a.mask_indptr = tensor(KJIT_DTYPE_INT64, {2}, 0x800000);
+  a.o = tensor(KJIT_DTYPE_BF16, {2, 8, 512}, 0x900000);
+  a.sm_scale = 0.14467963;
+  a.max_draft = 2;
+  return a;
+}
+
+bool HasDriver() { return access("/proc/driver/nvidia/version", F_OK) == 0; }
+
+class ClientAbiTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(daemon_.ok()) << daemon_.error(); }
+  kjit::testing::DaemonProcess daemon_;
+  const std::string target_ = daemon_.target();  // kjit_client_options points into it
+};
+
+TEST_F(ClientAbiTest, InProcessAgainstTheDaemonFetchesKernelsWithoutAGpu) {
+  const kjit_client_options o = Options(target_, "in-process,remote");
+  kjit_client* c = nullptr;
+  ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();
+  EXPECT_EQ(kjit_client_mode(c), KJIT_MODE_IN_PROCESS);
+  EXPECT_NE(std::string(kjit_client_describe(c)).find(target_), std::string::npos) << kjit_client_describe(c);
+  EXPECT_EQ(kjit_client_prepare(c, "sm_120"), KJIT_OK) << kjit_last_error();  // GetKernel, compiled on demand
+  EXPECT_STREQ(kjit_last_error(), "");
+  EXPECT_EQ(kjit_client_prepare(c, "sm_7"), KJIT_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("sm_7"), std::string::npos) << kjit_last_error();
+  kjit_client_destroy(c);
+}
+
+TEST_F(ClientAbiTest, BadOptionsAndArgumentsAreInvalidArgument) {
+  kjit_client* c = reinterpret_cast<kjit_client*>(0x1);
+  kjit_client_options o = Options(target_, "in-process,warp");
+  EXPECT_EQ(kjit_client_create(&o, &c), KJIT_INVALID_ARGUMENT);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_NE(std::string(kjit_last_error()).find("'warp'"), std::string::npos) << kjit_last_error();
+  o = Options(target_, "in-process");
+  o.struct_size = 8;
+  EXPECT_EQ(kjit_client_create(&o, &c), KJIT_INVALID_ARGUMENT);
+  EXPECT_EQ(kjit_client_create(&o, nullptr), KJIT_INVALID_ARGUMENT);
+
+  o = Options(target_, "in-process");
+  ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();
+  EXPECT_EQ(kjit_mla_verify(c, nullptr, 0, nullptr), KJIT_INVALID_ARGUMENT);
+  kjit_mla_verify_args a = ValidArgs();
+  a.struct_size = 16;
+  EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("struct_size"), std::string::npos);
+  // The family's checks run before any device is touched, naming the tensor to fix.
+  a = ValidArgs();
+  a.q.shape[2] = 512;
+  EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("'q'"), std::string::npos) << kjit_last_error();
+  a = ValidArgs();
+  a.q.shape[1] = a.o.shape[1] = 12;  // a head count kjit has no kernel for
+  EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("num_heads"), std::string::npos) << kjit_last_error();
+  a = ValidArgs();
+  a.custom_mask.dtype = 77;
+  EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_INVALID_ARGUMENT);
+  a = ValidArgs();
+  a.q.strides[2] = 2;  // the last dimension must be dense
+  EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("stride"), std::string::npos) << kjit_last_error();
+  a = ValidArgs();
+  a.max_draft = 65;
+  EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kjit_last_error()).find("kjit_max_draft"), std::string::npos) << kjit_last_error();
+  if (!HasDriver()) {  // valid shapes: only the missing GPU stops it
+    a = ValidArgs();
+    EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_FAILED_PRECONDITION) << kjit_last_error();
+    EXPECT_EQ(kjit_check_errors(c, 0, 0), KJIT_FAILED_PRECONDITION) << kjit_last_error();
+  }
+  EXPECT_EQ(kjit_check_errors(nullptr, 0, 0), KJIT_INVALID_ARGUMENT);
+  kjit_client_destroy(c);
+}
+
+TEST_F(ClientAbiTest, RingAndRemoteModesOpenAgainstTheDaemon) {
+  for (const char* modes : {"ring", "remote"}) {
+    kjit_client_options o = Options(target_, modes);
+    o.flags = KJIT_MODE_FLAG_EVENTS;
+    kjit_client* c = nullptr;
+    ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << modes << ": " << kjit_last_error();
+    EXPECT_EQ(kjit_client_mode(c), std::string(modes) == "ring" ? KJIT_MODE_RING : KJIT_MODE_REMOTE);
+    EXPECT_NE(std::string(kjit_client_describe(c)).find("IPC events"), std::string::npos);
+    EXPECT_EQ(kjit_client_prepare(c, "sm_90"), KJIT_OK);  // the daemon holds the kernels: nothing to do
+    if (!HasDriver()) {
+      const kjit_mla_verify_args a = ValidArgs();
+      EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_FAILED_PRECONDITION) << kjit_last_error();
+    }
+    kjit_client_destroy(c);
+  }
+}
+
+TEST(ClientAbi, NoDaemonFallsBackToEmbeddedWhichCompilesIntoTheCache) {
+  const std::string dir = ::testing::TempDir() + "/kjit_client_embedded_" + std::to_string(getpid());
+  fs::remove_all(dir);
+  const std::string nowhere = "unix://" + dir + "/no.sock";
+  kjit_client_options o = Options(nowhere, "in-process,embedded", 500);
+  o.cache_dir = dir.c_str();
+  kjit_client* c = nullptr;
+  const auto t0 = Clock::now();
+  ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(kjit_client_mode(c), KJIT_MODE_EMBEDDED);
+  const std::string why = kjit_client_describe(c);
+  EXPECT_NE(why.find("embedded"), std::string::npos);
+  EXPECT_NE(why.find("not in-process"), std::string::npos) << why;  // and why not
+  ASSERT_EQ(kjit_client_prepare(c, "sm_120"), KJIT_OK) << kjit_last_error();
+  int entries = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) entries += e.path().extension() == ".cubin";
+  EXPECT_EQ(entries, 10) << "one entry per mla_verify specialization";
+  kjit_client_destroy(c);
+  fs::remove_all(dir);
+
+  o = Options(nowhere, "in-process,ring,remote", 500);
+  const auto t1 = Clock::now();
+  EXPECT_EQ(kjit_client_create(&o, &c), KJIT_FAILED_PRECONDITION);
+  EXPECT_LT(Clock::now() - t1, std::chrono::seconds(5));
+  EXPECT_NE(std::string(kjit_last_error()).find("in-process ("), std::string::npos) << kjit_last_error();
+}
+
+// A stuck daemon (stopped) and a dead one (killed): the call fails within the deadline.
+TEST(ClientAbi, StuckOrDeadDaemonIsAnErrorWithinTheDeadline) {
+  kjit::testing::DaemonProcess daemon;
+  ASSERT_TRUE(daemon.ok()) << daemon.error();
+  const std::string target = daemon.target();
+  const kjit_client_options o = Options(target, "in-process", 1500);
+  kjit_client* c = nullptr;
+  ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();
+  ASSERT_EQ(kill(daemon.pid(), SIGSTOP), 0);
+  auto t0 = Clock::now();
+  EXPECT_EQ(kjit_client_prepare(c, "sm_90"), KJIT_DEADLINE_EXCEEDED) << kjit_last_error();
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(4000));
+  ASSERT_EQ(kill(daemon.pid(), SIGCONT), 0);
+  ASSERT_EQ(kill(daemon.pid(), SIGKILL), 0);  // reaped by the fixture
+  t0 = Clock::now();
+  const int code = kjit_client_prepare(c, "sm_86");
+  EXPECT_TRUE(code == KJIT_UNAVAILABLE || code == KJIT_DEADLINE_EXCEEDED) << code << " " << kjit_last_error();
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(4000));
+  kjit_client_destroy(c);  // its session stream is gone too: no hang here either
+}
+
+TEST(ClientAbi, VersionAndCppWrapper) {
+  EXPECT_EQ(kjit_abi_version(), KJIT_CLIENT_ABI_VERSION);
+  EXPECT_STRNE(kjit_version(), "");
+  try {
+    const std::string nowhere = "unix:///nonexistent/kjit.sock";
+    const kjit_client_options o = Options(nowhere, "remote", 300);
+    kjit::Client c = kjit::Client::Create(&o);
+    ADD_FAILURE() << "created without a daemon";
+  } catch (const kjit::Error& e) {
+    EXPECT_EQ(e.code(), KJIT_FAILED_PRECONDITION);
+    EXPECT_NE(std::string(e.what()).find("remote"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

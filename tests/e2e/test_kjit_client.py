@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""The kjit Python package (client/python/kjit, ctypes over libkjit_client) against a real kjitd on a
+temporary socket, with Debian's python3 and no torch: import without torch, mode selection and
+its description, kernels fetched (in-process) or compiled (embedded) without a GPU, every error
+path as a kjit.Error with its code, and a stuck or dead daemon answered within the deadline.
+
+usage: test_kjit_client.py --kjitd PATH --lib LIBKJIT_CLIENT
+"""
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ARGS = None
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "client", "python"))
+
+INVALID_ARGUMENT, DEADLINE_EXCEEDED, FAILED_PRECONDITION, UNAVAILABLE = 3, 4, 9, 14
+
+
+class Daemon:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="kjit-client-py-")
+        self.socket = os.path.join(self.dir, "kjitd.sock")
+        self.proc = subprocess.Popen([ARGS.kjitd, "--socket", self.socket, "--cache-dir",
+                                      os.path.join(self.dir, "cache"), "--log-level", "warn"])
+        deadline = time.time() + 120
+        while not os.path.exists(self.socket):
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.proc.kill()
+                raise RuntimeError("kjitd did not start")
+            time.sleep(0.01)
+        self.target = "unix://" + self.socket
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=30)
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def client(kjit, target, modes, deadline_ms=5000, **kw):
+    # The daemon answers health before its startup is done: retry while it says UNAVAILABLE.
+    until = time.time() + 60
+    while True:
+        try:
+            return kjit.Client(target=target, modes=modes, deadline_ms=deadline_ms, **kw)
+        except kjit.Error as e:
+            if time.time() > until or "starting" not in e.message:
+                raise
+            time.sleep(0.05)
+
+
+class KjitClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        os.environ["KJIT_CLIENT_LIB"] = ARGS.lib
+        import kjit
+
+        cls.kjit = kjit
+        cls.d = Daemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def test_import_needs_no_torch(self):
+        out = subprocess.run([sys.executable, "-c", "import sys, kjit; print('torch' in sys.modules)"],
+                             env=dict(os.environ, PYTHONPATH=sys.path[0]), capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), "False")
+
+    def test_in_process_fetches_kernels_without_a_gpu(self):
+        c = client(self.kjit, self.d.target, "in-process,remote")
+        self.assertEqual(c.mode, "in-process")
+        self.assertIn(self.d.target, c.description)
+        c.prepare("sm_120")
+        with self.assertRaises(self.kjit.Error) as e:
+            c.prepare("sm_7")
+        self.assertEqual(e.exception.code, INVALID_ARGUMENT)
+        self.assertIn("sm_7", e.exception.message)
+        c.close()
+
+    def test_bad_modes_and_unreachable_daemons(self):
+        with self.assertRaises(self.kjit.Error) as e:
+            self.kjit.Client(target=self.d.target, modes="in-process,warp")
+        self.assertEqual(e.exception.code, INVALID_ARGUMENT)
+        self.assertIn("'warp'", e.exception.message)
+        nowhere = "unix://" + os.path.join(self.d.dir, "no.sock")
+        t0 = time.time()
+        with self.assertRaises(self.kjit.Error) as e:
+            self.kjit.Client(target=nowhere, modes=["in-process", "ring", "remote"], deadline_ms=500)
+        self.assertLess(time.time() - t0, 5)
+        self.assertEqual(e.exception.code, FAILED_PRECONDITION)
+        for mode in ("in-process", "ring", "remote"):
+            self.assertIn(mode + " (", e.exception.message)
+        self.assertNotIsInstance(e.exception, self.kjit.Unsupported)
+        self.assertTrue(issubclass(self.kjit.Unsupported, self.kjit.Error))
+
+    def test_ring_and_remote_modes_open(self):
+        for mode in ("ring", "remote"):
+            c = client(self.kjit, self.d.target, mode, events=True)
+            self.assertEqual(c.mode, mode)
+            self.assertIn("IPC events", c.description)
+            c.close()
+
+    def test_embedded_compiles_into_the_cache(self):
+        cache = os.path.join(self.d.dir, "embedded-cache")
+        nowhere = "unix://" + os.path.join(self.d.dir, "no.sock")
+        c = self.kjit.Client(target=nowhere, modes="in-process,embedded", deadline_ms=500, cache_dir=cache)
+        self.assertEqual(c.mode, "embedded")
+        self.assertIn("not in-process", c.description)
+        c.prepare("sm_120")
+        entries = [f for _, _, files in os.walk(cache) for f in files if f.endswith(".cubin")]
+        self.assertEqual(len(entries), 10)
+        c.close()
+
+    def test_stuck_then_dead_daemon_within_the_deadline(self):
+        d = Daemon()
+        try:
+            c = client(self.kjit, d.target, "in-process", deadline_ms=1500)
+            d.proc.send_signal(signal.SIGSTOP)
+            t0 = time.time()
+            with self.assertRaises(self.kjit.Error) as e:
+                c.prepare("sm_90")
+            self.assertEqual(e.exception.code, DEADLINE_EXCEEDED)
+            self.assertLess(time.time() - t0, 4)
+            d.proc.send_signal(signal.SIGCONT)
+            d.proc.kill()
+            d.proc.wait()
+            t0 = time.time()
+            with self.assertRaises(self.kjit.Error) as e:
+                c.prepare("sm_86")
+            self.assertIn(e.exception.code, (UNAVAILABLE, DEADLINE_EXCEEDED))
+            self.assertLess(time.time() - t0, 4)
+            c.close()
+        finally:
+            d.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kjitd", required=True)
+    parser.add_argument("--lib", required=True)
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0]] + rest)

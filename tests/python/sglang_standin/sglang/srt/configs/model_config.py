@@ -1,0 +1,6 @@
+from enum import IntEnum, auto
+
+
+class AttentionArch(IntEnum):
+    MLA = auto()
+    MHA = auto()

@@ -1,0 +1,5 @@
+LOADS = []
+
+
+def load_plugins():
+    LOADS.append(True)

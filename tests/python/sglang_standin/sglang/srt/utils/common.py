@@ -1,0 +1,5 @@
+SUPPRESSED = []
+
+
+def suppress_noisy_warnings():
+    SUPPRESSED.append(True)
