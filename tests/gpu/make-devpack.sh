@@ -1,7 +1,11 @@
 #!/bin/bash
-# make-devpack.sh [BUILD_DIR]: build the GPU tests, benchmarks and daemon, and bundle them with the
-# shared libraries the GPU machine lacks into .devpack/ (kept out of git). Then, on the GPU machine:
+# make-devpack.sh [BUILD_DIR]: build the GPU tests, benchmarks, daemon and client library, and bundle
+# them with the shared libraries the GPU machine lacks into .devpack/ (kept out of git). Then, on the
+# GPU machine:
 #   source .devpack/env.sh && tests/gpu/run-suite.sh $OUT
+# KJIT_SGLANG_GIT (a git directory of an SGLang checkout or mirror) brings SGLang's Triton
+# extend_attention.py and prefill_attention.py into .devpack/sglang/ for the side-by-side rows;
+# they are never committed.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${1:-$root/build}
@@ -17,7 +21,19 @@ for b in "$build"/tests/gpu/gpu_* "$build"/bench/*/kernel_bench "$build"/bench/*
   [ -f "$b" ] && [ -x "$b" ] && bins+=("$b")
 done
 [ ${#bins[@]} -gt 0 ] || { echo "nothing built to bundle" >&2; exit 1; }
+lib=$build/client/cpp/libkjit_client.so.1
+[ -f "$lib" ] && bins+=("$lib")
 "$root/../shared/gpu/bundle.sh" .devpack "${bins[@]}"
+if [ -f .devpack/bin/libkjit_client.so.1 ]; then
+  mv .devpack/bin/libkjit_client.so.1 .devpack/lib/
+  echo 'export KJIT_CLIENT_LIB="$here/lib/libkjit_client.so.1"' >>.devpack/env.sh
+fi
+if [ -n "${KJIT_SGLANG_GIT:-}" ]; then
+  mkdir -p .devpack/sglang
+  for f in extend_attention.py prefill_attention.py; do
+    git --git-dir="$KJIT_SGLANG_GIT" show "HEAD:python/sglang/srt/layers/attention/triton_ops/$f" >".devpack/sglang/$f"
+  done
+fi
 [ -d client/python ] && cp -r client/python .devpack/python
 mkdir -p .devpack/python && cp "$build/proto/kjit_protos.desc" .devpack/python/  # for tests/gpu/e2e_torch.py
 echo "bundled: ${bins[*]##*/}"

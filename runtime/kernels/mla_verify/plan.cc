@@ -113,6 +113,34 @@ int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const
   return best;
 }
 
+// ChooseSplits is a pure function of these; a launch sequence repeats a few problems (every layer
+// of a decode step plans the same one), so each thread keeps the last few answers.
+int CachedSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const MlaVerifyTile& tile) {
+  struct Key {
+    int batch, heads, max_draft, rows, kv_tile, smem, sm_count, smem_optin;
+    int64_t max_prefix;
+    double tile_us;
+    bool operator==(const Key&) const = default;
+  };
+  struct Entry {
+    Key key;
+    int splits;
+  };
+  constexpr int kEntries = 8;
+  thread_local Entry cache[kEntries];
+  thread_local int used = 0, next = 0;
+  const Key key{p.batch, p.num_heads, p.max_draft, tile.rows, tile.kv_tile, tile.smem_bytes, dev.sm_count,
+                dev.max_smem_per_block_optin, p.max_prefix, tile.tile_us};
+  for (int i = 0; i < used; ++i) {
+    if (cache[i].key == key) return cache[i].splits;
+  }
+  const int splits = ChooseSplits(p, dev, tile);
+  cache[next] = {key, splits};
+  next = (next + 1) % kEntries;
+  used = std::min(used + 1, kEntries);
+  return splits;
+}
+
 }  // namespace
 
 Status CheckMlaVerifyLimits(const MlaVerifyProblem& p) { return CheckLimits(p); }
@@ -236,7 +264,7 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   plan.family = std::string(kMlaVerifyFamily);
   plan.specialization = MlaVerifySpecializationName(p.num_heads, p.mask_kind, options.tile);
   plan.tile = options.tile;
-  plan.num_splits = options.num_splits > 0 ? options.num_splits : ChooseSplits(p, dev, tile);
+  plan.num_splits = options.num_splits > 0 ? options.num_splits : CachedSplits(p, dev, tile);
   KJIT_ASSIGN_OR_RETURN(const MlaVerifyWorkspaceLayout ws, MlaVerifyWorkspace(p, plan.num_splits));
   plan.workspace_bytes = ws.bytes;
   plan.error_word_offset = 0;
