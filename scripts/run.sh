@@ -11,7 +11,7 @@ build=${KJIT_BUILD_DIR:-$root/build}
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 gpu=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gpu=1; fi
-targets=(kjitd kjit_proto_python)
+targets=(kjitd kjit kjit_client kjit_proto_python)
 [ $gpu -eq 1 ] && targets+=(e2e_ipc_client)
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 
