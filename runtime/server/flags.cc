@@ -26,7 +26,27 @@ std::string DirOf(const std::string& path) {
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
 }
 
+// HOST:PORT with a port in 1..65535 (an IPv6 host in brackets).
+Status CheckListen(const std::string& v) {
+  const size_t colon = v.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == v.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("--listen: '", v, "' is not HOST:PORT (e.g. 127.0.0.1:8001)"));
+  }
+  const std::string port = v.substr(colon + 1);
+  int p = 0;
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || !absl::SimpleAtoi(port, &p) ||
+      p < 1 || p > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("--listen: port '", port, "' is not in 1..65535"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+bool IsLoopbackListen(const std::string& listen) {
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
 
 std::string Usage() {
   return "usage: kjitd [--socket PATH] [--listen HOST:PORT] [--cache-dir DIR] [--arch sm_XX[,sm_YY]]\n"
@@ -68,7 +88,10 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       value = argv[++i];
     }
     if (arg == "--socket") f.socket = value;
-    if (arg == "--listen") f.listen = value;
+    if (arg == "--listen") {
+      KJIT_RETURN_IF_ERROR(CheckListen(value));
+      f.listen = value;
+    }
     if (arg == "--cache-dir") f.cache_dir = value;
     if (arg == "--log-level") {
       if (value != "error" && value != "warn" && value != "info" && value != "debug") {
@@ -112,10 +135,20 @@ Status PrepareSocketPath(const std::string& path) {
   }
   const std::string dir = DirOf(path);
   struct stat st;
-  if (stat(dir.c_str(), &st) != 0) {
+  if (lstat(dir.c_str(), &st) != 0) {
     // Only the last component is ours to create; it gets 0700.
     if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
       return absl::FailedPreconditionError(absl::StrCat("cannot create ", dir, ": ", std::strerror(errno)));
+    }
+    if (lstat(dir.c_str(), &st) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot stat ", dir, ": ", std::strerror(errno)));
+    }
+  }
+  // A symbolic link another user owns could later be pointed at that user's own listener.
+  if (S_ISLNK(st.st_mode)) {
+    if (st.st_uid != getuid() && st.st_uid != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(dir, " is a symbolic link owned by another user (uid ",
+                                                        st.st_uid, "): remove it or choose another --socket"));
     }
     if (stat(dir.c_str(), &st) != 0) {
       return absl::FailedPreconditionError(absl::StrCat("cannot stat ", dir, ": ", std::strerror(errno)));
@@ -124,6 +157,10 @@ Status PrepareSocketPath(const std::string& path) {
   if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(dir, " is not a directory"));
   if (st.st_uid != getuid() && st.st_uid != 0) {
     return absl::FailedPreconditionError(absl::StrCat(dir, " belongs to another user (uid ", st.st_uid, ")"));
+  }
+  // Others who may write the directory could replace the socket (the sticky bit stops them).
+  if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(dir, " is writable by every user: use a directory of yours"));
   }
   if (lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {

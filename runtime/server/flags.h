@@ -23,12 +23,16 @@ struct Flags {
 StatusOr<Flags> ParseFlags(int argc, char** argv);
 std::string Usage();
 
+// True for a --listen on a loopback address (127.x, localhost, [::1]).
+bool IsLoopbackListen(const std::string& listen);
+
 // $XDG_RUNTIME_DIR/kjit/kjitd.sock, else /run/kjit/kjitd.sock (when /run/kjit is usable), else
 // /tmp/kjit-$UID/kjitd.sock.
 std::string DefaultSocketPath();
 
-// Creates the socket's directory (mode 0700 when we create it), refuses a directory another user
-// owns, and removes a stale socket file left by a dead daemon.
+// Creates the socket's directory (mode 0700 when we create it); refuses a directory another user
+// owns or every user may write (without the sticky bit), and a symbolic link another user owns;
+// removes a stale socket file left by a dead daemon.
 Status PrepareSocketPath(const std::string& path);
 
 }  // namespace kjit::server

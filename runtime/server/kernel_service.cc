@@ -223,7 +223,7 @@ grpc::Status KernelService::OpenSession(
   // Close first so that no new registration can name the session, then release.
   d_->sessions.Close(id);
   const size_t released = d_->regions.ReleaseSession(id);
-  Log(LogLevel::kInfo, absl::StrCat("session ", id, " (", client, ") ended; released ", released,
+  Log(LogLevel::kInfo, absl::StrCat("session ", id, " (", ClientText(client), ") ended; released ", released,
                                     " regions/events"));
   return grpc::Status::OK;
 }

@@ -16,13 +16,64 @@
 #include "runtime/common/log.h"
 
 namespace kjit::server {
+namespace {
+
+// What SIGUSR1 logs: devices, in-flight asynchronous launches, the cache.
+std::string DescribeState(Daemon& d) {
+  std::string out = absl::StrCat(d.ready.load() ? "ready" : "not ready", ", ", d.devices.size(), " GPU(s)");
+  for (auto& dev : d.devices) {
+    std::lock_guard<std::mutex> lock(dev->mu());
+    absl::StrAppend(&out, "; GPU ", dev->info().ordinal, " (", dev->info().arch, "): ", dev->in_flight().size(),
+                    " asynchronous launches in flight");
+  }
+  if (d.cache) {
+    const cache::Stats s = d.cache->stats();
+    absl::StrAppend(&out, "; cache ", d.cache->dir(), ": ", s.hits_memory + s.hits_disk, " hits, ", s.misses,
+                    " misses, ", s.compiles, " compiles");
+  }
+  return out;
+}
+
+// Takes the blocked signals until SIGINT or SIGTERM (returned): SIGUSR1 logs the daemon's state,
+// SIGHUP and SIGUSR2 are logged and ignored.
+int WaitForStop(const sigset_t& signals, Daemon& d) {
+  for (;;) {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig == SIGINT || sig == SIGTERM) return sig;
+    if (sig == SIGUSR1) {
+      Log(LogLevel::kInfo, absl::StrCat("SIGUSR1: ", DescribeState(d)));
+    } else {
+      Log(LogLevel::kInfo, absl::StrCat(sig == SIGHUP ? "SIGHUP" : "SIGUSR2",
+                                        ": ignored (kjitd logs to stderr and has no configuration to reload)"));
+    }
+  }
+}
+
+// Asynchronous launches may still be queued (one may wait on a client's event): they get a bounded
+// time to finish, so that their regions stay mapped while they run and the clients' signal events
+// fire, before the contexts go away.
+void DrainAsyncLaunches(Daemon& d) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (auto& dev : d.devices) {
+    std::lock_guard<std::mutex> lock(dev->mu());
+    (void)dev->context().MakeCurrent();
+    dev->in_flight().Reap();
+    while (dev->in_flight().size() > 0 && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      dev->in_flight().Reap();
+    }
+  }
+}
+
+}  // namespace
 
 Status RunDaemon(const Flags& flags) {
   // Stop signals are taken synchronously by this thread (sigwait), never by gRPC's threads.
+  // SIGHUP, SIGUSR1 and SIGUSR2 would kill the process by default: they are taken here too.
   sigset_t stop;
   sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&stop, sig);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -46,9 +97,16 @@ Status RunDaemon(const Flags& flags) {
   // thread per call. (With the completion-queue threads in the server these threads do not poll the socket.)
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 4);
+  // A port another daemon holds is an error, not shared (gRPC's default SO_REUSEPORT would split
+  // the clients between the two).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort("unix://" + flags.socket, grpc::InsecureServerCredentials());
   int tcp_port = 0;
   if (!flags.listen.empty()) {
+    if (!IsLoopbackListen(flags.listen)) {
+      Log(LogLevel::kWarn, absl::StrCat("--listen ", flags.listen, " is not a loopback address: every host that "
+                                        "reaches it may launch kernels on this node's GPUs"));
+    }
     builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &tcp_port);
   }
   builder.RegisterService(&inference);
@@ -86,8 +144,7 @@ Status RunDaemon(const Flags& flags) {
   Log(LogLevel::kInfo, absl::StrCat("ready: ", d.devices.size(), " GPU(s)",
                                     d.devices.empty() ? absl::StrCat(" (", d.compile_only_reason, ")") : ""));
 
-  int sig = 0;
-  sigwait(&stop, &sig);
+  const int sig = WaitForStop(stop, d);
   Log(LogLevel::kInfo, absl::StrCat("signal ", sig, ": stopping (finishing in-flight requests)"));
   health.Shutdown();  // NOT_SERVING, and every Watch ends
   d.ready = false;
@@ -97,19 +154,7 @@ Status RunDaemon(const Flags& flags) {
   server->Wait();
   d.rings.Clear();
   d.regions.Clear();
-  // Asynchronous launches may still be queued (one may wait on a client's event): they get a
-  // bounded time to finish, so that their regions stay mapped while they run and the clients'
-  // signal events fire, before the contexts go away.
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (auto& dev : d.devices) {
-    std::lock_guard<std::mutex> lock(dev->mu());
-    (void)dev->context().MakeCurrent();
-    dev->in_flight().Reap();
-    while (dev->in_flight().size() > 0 && std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      dev->in_flight().Reap();
-    }
-  }
+  DrainAsyncLaunches(d);
   unlink(flags.socket.c_str());
   if (d.poisoned) return absl::InternalError("stopped after a CUDA error made a GPU context unusable");
   Log(LogLevel::kInfo, "stopped");

@@ -2,17 +2,28 @@
 
 #include <unistd.h>
 
-#include <chrono>
+#include <random>
+
+#include "runtime/common/client_text.h"
 
 namespace kjit::server {
+namespace {
+
+// 128 random bits from the kernel's generator: a client cannot guess another client's session and
+// register under it (the id a daemon once built from its pid, start time and a counter could be).
+std::string RandomSessionId() {
+  std::random_device rd;  // /dev/urandom
+  std::string id = "s";
+  for (int i = 0; i < 4; ++i) absl::StrAppend(&id, absl::Hex(rd(), absl::kZeroPad8));
+  return id;
+}
+
+}  // namespace
 
 std::string SessionTable::Open(const std::string& client_name, grpc::ServerContext* ctx) {
+  std::string id = RandomSessionId();
   std::lock_guard<std::mutex> lock(mu_);
-  // pid + start time + counter: unique within and across daemon lifetimes.
-  static const long long start =
-      std::chrono::duration_cast<std::chrono::microseconds>(
-          std::chrono::system_clock::now().time_since_epoch()).count();
-  std::string id = absl::StrCat("s", getpid(), "-", start % 1000000000, "-", next_++);
+  while (open_.count(id) != 0) id = RandomSessionId();
   open_.emplace(id, Entry{client_name, ctx});
   return id;
 }
@@ -34,7 +45,7 @@ StatusOr<std::string> SessionTable::SessionOf(const grpc::ServerContext& ctx) co
   std::string id(it->second.data(), it->second.size());
   std::lock_guard<std::mutex> lock(mu_);
   if (open_.count(id) == 0) {
-    return absl::NotFoundError(absl::StrCat("session '", id, "' is not open"));
+    return absl::NotFoundError(absl::StrCat("session '", ClientText(id), "' is not open"));
   }
   return id;
 }
@@ -47,7 +58,7 @@ Status CheckDeviceUuid(const grpc::ServerContext& ctx, const std::string& what, 
   const std::string claimed(it->second.data(), it->second.size());
   if (claimed == device_uuid) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      what, ": the client's GPU is ", claimed, " but device_id ", device_id, " is the daemon's GPU ",
+      what, ": the client's GPU is ", ClientText(claimed), " but device_id ", device_id, " is the daemon's GPU ",
       device_uuid, "; device_id is an ordinal in the daemon's GPU numbering (nvidia-smi -L), not the "
       "client's: check the client's CUDA_VISIBLE_DEVICES"));
 }

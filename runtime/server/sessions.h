@@ -27,7 +27,7 @@ Status CheckDeviceUuid(const grpc::ServerContext& ctx, const std::string& what, 
 
 class SessionTable {
  public:
-  // A fresh id for a stream served under `ctx` (cancelled by CancelAll at shutdown).
+  // A fresh, unguessable id for a stream served under `ctx` (cancelled by CancelAll at shutdown).
   std::string Open(const std::string& client_name, grpc::ServerContext* ctx);
   void Close(const std::string& id);
   // Cancels every open session stream so their handlers return (daemon shutdown).
@@ -43,7 +43,6 @@ class SessionTable {
   };
   mutable std::mutex mu_;
   std::map<std::string, Entry> open_;
-  uint64_t next_ = 1;
 };
 
 }  // namespace kjit::server

@@ -77,6 +77,50 @@ TEST(Flags, PrepareSocketPathCreatesAPrivateDirectory) {
   std::filesystem::remove_all(tmpl);
 }
 
+// An invalid port used to bind some other port and log the one asked for.
+TEST(Flags, ListenMustBeHostAndAPortInRange) {
+  for (const char* bad : {"127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1:", "127.0.0.1", ":8001", "127.0.0.1:80a",
+                          "127.0.0.1:-1", "127.0.0.1:0000008001"}) {
+    auto f = Parse({"--listen", bad});
+    ASSERT_FALSE(f.ok()) << bad;
+    EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(f.status().message().find("--listen"), std::string::npos) << f.status();
+  }
+  for (const char* good : {"127.0.0.1:8001", "[::1]:1", "0.0.0.0:65535", "localhost:8001"}) {
+    EXPECT_TRUE(Parse({"--listen", good}).ok()) << good;
+  }
+  EXPECT_TRUE(IsLoopbackListen("127.0.0.1:8001"));
+  EXPECT_TRUE(IsLoopbackListen("[::1]:8001"));
+  EXPECT_TRUE(IsLoopbackListen("localhost:8001"));
+  EXPECT_FALSE(IsLoopbackListen("0.0.0.0:8001"));
+  EXPECT_FALSE(IsLoopbackListen("10.0.0.2:8001"));
+}
+
+// A socket directory reached through a symbolic link another user owns is refused: that user could
+// later point it at a listener of their own. So is one every user may write without the sticky bit.
+TEST(Flags, PrepareSocketPathRefusesAnotherUsersSymlinkAndWorldWritableDirectories) {
+  char tmpl[] = "/tmp/kjit-flags-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string real = std::string(tmpl) + "/real", link = std::string(tmpl) + "/link";
+  ASSERT_EQ(mkdir(real.c_str(), 0700), 0);
+  ASSERT_EQ(symlink(real.c_str(), link.c_str()), 0);
+  EXPECT_TRUE(PrepareSocketPath(link + "/kjitd.sock").ok());  // our own link to our own directory
+  if (getuid() == 0) {  // only root can give a link away
+    ASSERT_EQ(lchown(link.c_str(), 4242, 4242), 0);
+    const Status s = PrepareSocketPath(link + "/kjitd.sock");
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find("symbolic link owned by another user"), std::string::npos) << s;
+    ASSERT_EQ(chown(real.c_str(), 4242, 4242), 0);  // the directory itself, not ours
+    EXPECT_EQ(PrepareSocketPath(real + "/kjitd.sock").code(), absl::StatusCode::kFailedPrecondition);
+    ASSERT_EQ(chown(real.c_str(), 0, 0), 0);
+  }
+  ASSERT_EQ(chmod(real.c_str(), 0777), 0);
+  EXPECT_EQ(PrepareSocketPath(real + "/kjitd.sock").code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_EQ(chmod(real.c_str(), 01777), 0);  // sticky, as /tmp
+  EXPECT_TRUE(PrepareSocketPath(real + "/kjitd.sock").ok());
+  std::filesystem::remove_all(tmpl);
+}
+
 TEST(GrpcStatus, CodesMapOneToOne) {
   EXPECT_TRUE(ToGrpc(absl::OkStatus()).ok());
   EXPECT_EQ(ToGrpc(absl::NotFoundError("x")).error_code(), grpc::StatusCode::NOT_FOUND);
