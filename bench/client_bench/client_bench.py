@@ -35,6 +35,7 @@ sys.path[:0] = [os.path.join(ROOT, "tests", "gpu"), os.path.join(ROOT, "client",
 
 import torch  # noqa: E402
 
+import client_cases as cc  # noqa: E402
 import kjit  # noqa: E402
 from client_cases import SM_SCALE, Case, build_index, load_sglang_triton  # noqa: E402
 from mla_reference_torch import reference, rel_frob  # noqa: E402
@@ -57,7 +58,7 @@ class Step:
         self.case = case
         p, d, h = case.prefix[0], case.draft[0], case.heads
         ix = build_index(case, p + 1)
-        dev = "cuda"
+        dev = cc.DEVICE
         self.qo = torch.from_numpy(ix["qo_indptr"]).to(dev, torch.int32)
         self.kvp = torch.from_numpy(ix["kv_indptr"]).to(dev, torch.int32)
         self.kvi = torch.from_numpy(ix["kv_indices"]).to(dev)
@@ -164,6 +165,12 @@ def sanity(step, clients):
     return ok, f"{c.name}: in-process rel_frob {err:.2e} (bound 4e-3); modes differing from it: {differ or 'none'}"
 
 
+def write(path, lines):
+    if path:
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", required=True)
@@ -184,17 +191,18 @@ def main():
     for label, kw in MODES:
         if clients[label].mode != kw["modes"]:
             raise SystemExit(f"{label}: got mode {clients[label].mode} ({clients[label].description})")
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device=cc.DEVICE)
     lines = [f"# client_bench: kjit's Python call per launch mode vs SGLang's Triton kernel — "
              f"{datetime.date.today().isoformat()}", "",
              f"- GPU: {props.name} ({props.multi_processor_count} SMs); torch {torch.__version__}, triton "
              f"{triton_version}, Python {platform.python_version()}",
              f"- command: `{' '.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}` (PYTORCH_CUDA_ALLOC_CONF="
              f"{os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '')})",
-             f"- SGLang Triton: {'extend_attention_fwd from ' + args.triton_dir if triton_fn else 'not measured (no --triton-dir)'}",
+             "- SGLang Triton: " + (f"extend_attention_fwd from {args.triton_dir}" if triton_fn
+                                     else "not measured (no --triton-dir)"),
              f"- {LAYERS} layers per step, each with its own k_buffer (S = P + 1, scattered slots), q, k_extend and o; "
              f"host times over calls round the layers, a stream sync every {SYNC_EVERY} calls outside the timed "
-             "region; GPU time: CUDA events around one call after a 256 MiB L2 flush, median of 30",
+             "region; GPU time: CUDA events around one call after a 256 MiB L2 flush, median of 30 (Triton: 10)",
              "- clients: " + "; ".join(f"{k}: {c.description}" for k, c in clients.items()), ""]
     failures, targets, projection = [], [], []
     for case in SHAPES:
@@ -233,7 +241,8 @@ def main():
         lines += [f"## {case.name}", "", "| path | host p50 us | host p99 us | host mean us | calls | GPU us per call |",
                   "|---|---|---|---|---|---|"]
         for label, r, gpu in rows:
-            lines.append(f"| {label} | {r['p50']:.2f} | {r['p99']:.2f} | {r['mean']:.2f} | {r['calls']} | {gpu:.1f} |")
+            lines.append(f"| {label} | {r['p50']:.2f} | {r['p99']:.2f} | {r['mean']:.2f} | {r['calls']} | "
+                         f"{gpu:.1f} |")
         lines.append(f"| in-process, CUDA-graph replay of {LAYERS} launches (per verify call) | {g_host['p50']:.2f} | "
                      f"{g_host['p99']:.2f} | {g_host['mean']:.2f} | {g_host['calls']} replays | {g_gpu:.1f} |")
         if tri:
@@ -263,7 +272,8 @@ def main():
                     targets.append(f"{label}: <= 0.25 x Triton's host p50: not measured (no --triton-dir)")
             p50 = by["ring sync"]["p50"]
             targets.append(f"ring sync: host p50 {p50:.2f} us <= 25 us: {'met' if p50 <= 25 else 'MISSED'}")
-        del step  # its blocks stay in torch's cache (kjitd may still map them): no empty_cache here
+        step = None  # its blocks stay in torch's cache (kjitd may still map them): no empty_cache here
+        write(args.out, lines + [f"(partial: stopped after {case.name})"])
     lines += [f"## Decode-step projection ({LAYERS} layers)", "",
               "Eager: per layer max(host p50, GPU time); graph replay: GPU time per verify call in the replay "
               "(Triton's: its eager GPU time). The asynchronous modes' GPU time is the kernels' (the daemon's "
@@ -279,11 +289,8 @@ def main():
     else:
         lines.append("- every shape: in-process o within 4e-3 of float64 (layer 0), every mode's o bitwise equal to it")
     lines += ["", f"Total {time.monotonic() - t_start:.0f} s."]
-    report = "\n".join(lines) + "\n"
-    print(report, flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(report)
+    print("\n".join(lines), flush=True)
+    write(args.out, lines)
     for c in clients.values():
         c.close()
     return 1 if failures else 0

@@ -171,3 +171,39 @@ def compare(o, ref, *, lse=None, bound=FROB_BOUND):
         detail += f"; lse max |err| {worst_lse:.2e}, {bad} over tolerance, {bad_empty} empty rows not -inf"
         ok = ok and bad == 0 and bad_empty == 0
     return ok, detail
+
+
+def self_test():
+    """reference_loops on cases worked by hand (numpy only): python3 tests/gpu/mla_reference_torch.py"""
+    rng = np.random.default_rng(5)
+    kv = rng.standard_normal((4, 1, 576))
+    ke = rng.standard_normal((2, 1, 576))
+    q = rng.standard_normal((2, 1, 576))
+    z = np.zeros(1, np.int64)
+    # P = 0, D = 1, the row attends itself: o = its own value row, lse = its logit.
+    o, lse = reference_loops(q[:1], ke[:1], kv, [0, 1], [0, 0], z[:0], np.array([1], np.uint8), [0, 1],
+                             sm_scale=0.1)
+    assert np.allclose(o[0, 0], ke[0, 0, :512]) and np.isclose(lse[0, 0], 0.1 * q[0, 0] @ ke[0, 0])
+    # P = 1 (slot 2), D = 1, the row masks itself out: o = v_scale * the slot's value row.
+    o, lse = reference_loops(q[:1], ke[:1], kv, [0, 1], [0, 1], np.array([2]), np.array([1, 0], np.uint8),
+                             [0, 2], sm_scale=0.1, k_scale=0.5, v_scale=3.0)
+    assert np.allclose(o[0, 0], 3.0 * kv[2, 0, :512]) and np.isclose(lse[0, 0], 0.05 * q[0, 0] @ kv[2, 0])
+    # A slot >= S is masked; nothing left: o = 0, lse = -inf.
+    o, lse = reference_loops(q[:1], ke[:1], kv, [0, 1], [0, 1], np.array([9]), np.array([1, 0], np.uint8),
+                             [0, 2], sm_scale=0.1)
+    assert (o == 0).all() and lse[0, 0] == -np.inf
+    # Two equal keys: the mean of their values. Causal drops the bit above the diagonal.
+    kv2 = np.stack([kv[1], kv[1]])
+    o, _ = reference_loops(np.zeros((1, 1, 576)), ke[:1], kv2, [0, 1], [0, 2], np.array([0, 1]),
+                           np.array([0, 0, 0], np.uint8), [0, 3], sm_scale=1.0)
+    assert np.allclose(o[0, 0], kv[1, 0, :512])
+    mask = np.array([1, 1, 1, 1], np.uint8)  # D = 2, both rows allow both columns
+    o_c, _ = reference_loops(q, ke, kv, [0, 2], [0, 0], z[:0], mask, [0, 4], sm_scale=0.1, is_causal=True)
+    o_n, _ = reference_loops(q, ke, kv, [0, 2], [0, 0], z[:0], mask, [0, 4], sm_scale=0.1, is_causal=False)
+    assert np.allclose(o_c[0, 0], ke[0, 0, :512]) and not np.allclose(o_n[0, 0], ke[0, 0, :512])
+    assert np.allclose(o_c[1], o_n[1])
+
+
+if __name__ == "__main__":
+    self_test()
+    print("mla_reference_torch self-test: OK")

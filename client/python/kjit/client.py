@@ -6,7 +6,7 @@ import os
 import threading
 
 from kjit import _native
-from kjit.errors import Error
+from kjit.errors import UNIMPLEMENTED, Error, Unsupported
 
 
 class Client:
@@ -66,6 +66,8 @@ class Client:
             return 0
         if code == _native.KJIT_WORKSPACE_TOO_SMALL:
             return self._needed.value
+        if code == UNIMPLEMENTED:  # refused before launching (e.g. a strided view through the daemon)
+            raise Unsupported(_native.last_error())
         raise Error(code, _native.last_error())
 
     def check_errors(self, device, stream=0):

@@ -3,14 +3,15 @@ kernels. torch is imported on the first call only.
 
 The call is built for a low host cost (the in-process mode queues the kernels with no RPC,
 allocation or synchronization, so a CUDA-graph capture records it): the index-pointer tensors of a
-step and each layer's cache buffers are described once and reused while they are the same objects;
-the workspace is one torch tensor per device and stream, grown when a launch asks for more."""
+step are described once and reused while they are the same objects (every layer of a forward passes
+the same ones); the workspace is one torch tensor per device and stream, grown when a launch asks
+for more, and a replaced one is kept (a captured graph may still replay with it)."""
 import math
 import threading
 
 from kjit import _native
 from kjit.client import default_client
-from kjit.errors import Unsupported
+from kjit.errors import Error, Unsupported
 
 MLA_QK_DIM = 576
 MLA_V_DIM = 512
@@ -59,7 +60,7 @@ _ABSENT = (0,) * 11
 
 
 class _Calls(threading.local):
-    """Per thread: the argument struct, and what the last calls described."""
+    """Per thread: the argument struct, and the index-pointer tensors it describes."""
 
     def __init__(self):
         import ctypes
@@ -67,18 +68,17 @@ class _Calls(threading.local):
         self.args = (ctypes.c_char * _native.VERIFY_BYTES)()
         ctypes.memmove(self.args, _native.VERIFY_BYTES.to_bytes(8, "little"), 8)  # struct_size
         self.address = ctypes.addressof(self.args)
-        self.meta = None   # the index-pointer tensors described last
-        self.caches = {}   # id(k_buffer) -> (k_buffer, v_buffer, its words): checked and described
+        self.meta = None  # the index-pointer tensors described last (held, so their ids stay theirs)
 
 
 _calls = None
 _workspaces = {}   # (device, stream) -> uint8 tensor
-_retired = []      # workspaces a CUDA graph may still use (replaced while capturing)
+_retired = []      # replaced workspaces: a captured graph may still replay with one
 _lock = threading.Lock()
 
 
-def _check_call(q, o, custom_mask, max_len_extend, logit_cap, skip_prefix_custom_mask, sliding_window_size, sinks,
-                window_kv_offsets, xai_temperature_len):
+def _check_call(q, k, o, custom_mask, max_len_extend, logit_cap, skip_prefix_custom_mask, sliding_window_size,
+                sinks, window_kv_offsets, xai_temperature_len):
     """What kjit does not implement, from the call's own arguments (cheap: every call)."""
     if logit_cap and logit_cap > 0:
         raise Unsupported("logit_cap > 0 (soft-capped logits)")
@@ -101,18 +101,17 @@ def _check_call(q, o, custom_mask, max_len_extend, logit_cap, skip_prefix_custom
         raise Unsupported(f"q {tuple(qs)} / o {tuple(os_)}: kjit takes MLA's 576 / 512 head dims")
     if qs[1] not in HEADS:
         raise Unsupported(f"{qs[1]} heads (kjit takes {', '.join(map(str, HEADS))})")
-    if q.dtype is not _torch.bfloat16:
-        raise Unsupported(f"q in {q.dtype}: kjit takes bf16")
+    bf16 = _torch.bfloat16
+    if q.dtype is not bf16 or k.dtype is not bf16 or o.dtype is not bf16:
+        raise Unsupported(f"q {q.dtype}, k_extend {k.dtype}, o {o.dtype}: kjit takes bf16")
 
 
-def _describe_cache(k_buffer, v_buffer):
-    """A layer's cache, once per pair of objects: V is read from k_buffer's first 512 dims."""
-    if k_buffer.dtype is not _torch.bfloat16:
-        raise Unsupported(f"k_buffer in {k_buffer.dtype}: kjit takes a bf16 cache")
-    if (v_buffer.data_ptr() != k_buffer.data_ptr() or v_buffer.dim() != 3 or v_buffer.shape[-1] != MLA_V_DIM or
-            v_buffer.shape[0] != k_buffer.shape[0] or v_buffer.stride()[0] != k_buffer.stride()[0]):
-        raise Unsupported("v_buffer is not a view of k_buffer[..., :512]")
-    return _tensor(k_buffer)
+def _check_devices(device, tensors):
+    """Every tensor on the launch's GPU: kernels given another device's memory would fault."""
+    for t in tensors:
+        if t is not None and t.get_device() != device:
+            where = "the CPU" if t.get_device() < 0 else f"cuda:{t.get_device()}"
+            raise Unsupported(f"a tensor on {where} while q is on cuda:{device}")
 
 
 def _scale(x, name):
@@ -130,7 +129,8 @@ def verify_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer,
     """Writes o_extend (and lse, [N, H] fp32, when given) like SGLang's extend_attention_fwd on the MLA
     verify path (same positional order). Raises kjit.Unsupported before launching anything for
     what kjit does not implement, so the caller can run the original with the same arguments; other
-    failures are kjit.Error. max_prefix (a bound on every prefix length) only tunes the plan."""
+    failures are kjit.Error. v_extend may be None (V is k_extend[..., :512]) or a copy, which the
+    kernels check. max_prefix (a bound on every prefix length) only tunes the plan."""
     global _calls
     if _torch is None:
         _init_torch()
@@ -138,23 +138,29 @@ def verify_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer,
     if calls is None:
         calls = _calls = _Calls()
     client = client or default_client()
-    _check_call(q_extend, o_extend, custom_mask, max_len_extend, logit_cap, skip_prefix_custom_mask,
+    _check_call(q_extend, k_extend, o_extend, custom_mask, max_len_extend, logit_cap, skip_prefix_custom_mask,
                 sliding_window_size, sinks, window_kv_offsets, xai_temperature_len)
+    device = q_extend.get_device()
+    if device < 0:
+        raise Unsupported("q on the CPU: kjit runs on CUDA tensors")
+    _check_devices(device, (k_extend, v_extend, o_extend, lse, k_buffer))
+    # V of the cache is read from k_buffer's first 512 dims: v_buffer must be that view (SGLang makes
+    # a new one per call, so it is checked by address and layout, not identity).
+    if k_buffer.dtype is not _torch.bfloat16:
+        raise Unsupported(f"k_buffer in {k_buffer.dtype}: kjit takes a bf16 cache")
+    if (v_buffer.data_ptr() != k_buffer.data_ptr() or v_buffer.shape[-1] != MLA_V_DIM or
+            v_buffer.stride() != k_buffer.stride()):
+        raise Unsupported("v_buffer is not a view of k_buffer[..., :512]")
     buf = calls.args
     pack = _native.PACK_TENSOR.pack_into
     offset = _native.TENSOR_OFFSET
-
-    cache = calls.caches.get(id(k_buffer))
-    if cache is None or cache[0] is not k_buffer or cache[1] is not v_buffer:
-        if len(calls.caches) > 4096:
-            calls.caches.clear()
-        cache = calls.caches[id(k_buffer)] = (k_buffer, v_buffer, _describe_cache(k_buffer, v_buffer))
-    pack(buf, offset["kv_cache"], *cache[2])
+    pack(buf, offset["kv_cache"], *_tensor(k_buffer))
 
     # The step's index pointers are the same objects for every layer of a forward.
     meta = calls.meta
     if (meta is None or meta[0] is not qo_indptr or meta[1] is not kv_indptr or meta[2] is not kv_indices or
             meta[3] is not custom_mask or meta[4] is not mask_indptr):
+        _check_devices(device, (qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr))
         pack(buf, offset["qo_indptr"], *_tensor(qo_indptr))
         pack(buf, offset["kv_indptr"], *_tensor(kv_indptr))
         pack(buf, offset["kv_indices"], *_tensor(kv_indices))
@@ -162,14 +168,15 @@ def verify_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer,
         pack(buf, offset["packed_mask"], *_ABSENT)
         pack(buf, offset["mask_indptr"], *_tensor(mask_indptr))
         calls.meta = (qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr)
+    elif meta[3].get_device() != device:  # the same tensors, another layer's GPU
+        _check_devices(device, meta)
 
     pack(buf, offset["q"], *_tensor(q_extend))
     pack(buf, offset["k_extend"], *_tensor(k_extend))
-    pack(buf, offset["v_extend"], *_tensor(v_extend))
+    pack(buf, offset["v_extend"], *(_tensor(v_extend) if v_extend is not None else _ABSENT))
     pack(buf, offset["o"], *_tensor(o_extend))
     pack(buf, offset["lse"], *(_tensor(lse) if lse is not None else _ABSENT))
 
-    device = q_extend.get_device()
     stream = _raw_stream(device)
     workspace = _workspaces.get((device, stream))
     scales = (float(sm_scale) if sm_scale else 1.0 / math.sqrt(MLA_QK_DIM), _scale(k_scale, "k_scale"),
@@ -183,15 +190,19 @@ def verify_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer,
     if needed:
         workspace = _grow_workspace(device, stream, needed)
         _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *scales, workspace.data_ptr(), workspace.numel())
-        client.mla_verify(calls.address, stream)
+        if client.mla_verify(calls.address, stream):
+            raise Error(13, f"the launch asked for a workspace again after it grew to {workspace.numel()} bytes")
 
 
 def _grow_workspace(device, stream, needed):
     with _lock:
         old = _workspaces.get((device, stream))
-        if old is not None and _torch.cuda.is_current_stream_capturing():
-            _retired.append(old)  # a graph captured before may still replay with it
         size = max(needed, 1 << 20)
+        if old is not None:
+            # A graph captured with it may still replay: it stays allocated. Growing at least twofold
+            # bounds what is kept to about twice the largest workspace.
+            _retired.append(old)
+            size = max(size, 2 * old.numel())
         size = (size + (1 << 20) - 1) & ~((1 << 20) - 1)
         ws = _torch.empty(size, dtype=_torch.uint8, device=f"cuda:{device}")
         _workspaces[(device, stream)] = ws
