@@ -43,7 +43,7 @@ namespace kjit::driver {
   X(cuGetErrorName, 6000) X(cuGetErrorString, 6000) X(cuMemHostRegister, 6050)                    \
   X(cuMemHostUnregister, 4000) X(cuMemHostGetDevicePointer, 3020) X(cuMemAllocAsync, 11020)      \
   X(cuMemFreeAsync, 11020) X(cuStreamWaitValue32, 11070) X(cuPointerGetAttribute, 4000)                  \
-  X(cuStreamIsCapturing, 10000)
+  X(cuStreamIsCapturing, 10000) X(cuPointerGetAttributes, 7000)
 
 struct Api {
 #define KJIT_CU_API_MEMBER(name, version) decltype(&::name) name = nullptr;

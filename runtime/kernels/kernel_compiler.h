@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -76,7 +77,22 @@ class LoadedKernels : public KernelTable {
  private:
   LoadedKernels() = default;
   std::vector<driver::Module> modules_;
-  std::map<std::string, CUfunction, std::less<>> functions_;  // "family/spec/name_expression"
+  // (family, specialization, name expression) -> function; looked up on every launch, so by views
+  // into the keys, with no string built.
+  struct Key {
+    std::string family, specialization, expression;
+  };
+  struct KeyLess {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return std::tie(a.family, a.specialization, a.expression) < std::tie(b.family, b.specialization, b.expression);
+    }
+  };
+  struct KeyView {
+    std::string_view family, specialization, expression;
+  };
+  std::map<Key, CUfunction, KeyLess> functions_;
 };
 
 // "sm_120a" -> {120, 'a'}, "sm_90" -> {90, 0}; number 0 when malformed.

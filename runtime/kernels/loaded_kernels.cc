@@ -71,7 +71,7 @@ StatusOr<std::unique_ptr<LoadedKernels>> LoadedKernels::Load(const std::vector<C
       if (!fn.ok()) return WithContext(fn.status(), absl::StrCat(what, ": ", expr));
       if (Status s = AllowAllDynamicSmem(*fn, device.max_smem_per_block_optin); !s.ok())
         return WithContext(s, absl::StrCat(what, ": ", expr));
-      auto [it, inserted] = out->functions_.emplace(FunctionKey(k.spec.family, k.spec.name, expr), *fn);
+      auto [it, inserted] = out->functions_.emplace(Key{k.spec.family, k.spec.name, expr}, *fn);
       if (!inserted) {
         return absl::InvalidArgumentError(absl::StrCat(what, ": ", expr, " loaded twice"));
       }
@@ -83,7 +83,7 @@ StatusOr<std::unique_ptr<LoadedKernels>> LoadedKernels::Load(const std::vector<C
 
 StatusOr<CUfunction> LoadedKernels::Function(std::string_view family, std::string_view specialization,
                                              std::string_view name_expression) const {
-  auto it = functions_.find(FunctionKey(family, specialization, name_expression));
+  auto it = functions_.find(KeyView{family, specialization, name_expression});
   if (it == functions_.end()) {
     return absl::NotFoundError(absl::StrCat("kernel ", FunctionKey(family, specialization, name_expression),
                                             " is not loaded on this device"));

@@ -145,6 +145,21 @@ TEST_F(ClientAbiTest, RingAndRemoteModesOpenAgainstTheDaemon) {
   }
 }
 
+// Several clients of one process share the daemon's name space: their rings and regions must not
+// collide (nor one client's cleanup remove another's).
+TEST_F(ClientAbiTest, TwoRingClientsInOneProcess) {
+  kjit_client_options o = Options(target_, "ring");
+  kjit_client *a = nullptr, *b = nullptr;
+  ASSERT_EQ(kjit_client_create(&o, &a), KJIT_OK) << kjit_last_error();
+  o.flags = KJIT_MODE_FLAG_EVENTS;
+  ASSERT_EQ(kjit_client_create(&o, &b), KJIT_OK) << kjit_last_error();
+  kjit_client_destroy(b);
+  kjit_client* c = nullptr;
+  ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();  // after b's cleanup, a third
+  kjit_client_destroy(c);
+  kjit_client_destroy(a);
+}
+
 TEST(ClientAbi, NoDaemonFallsBackToEmbeddedWhichCompilesIntoTheCache) {
   const std::string dir = ::testing::TempDir() + "/kjit_client_embedded_" + std::to_string(getpid());
   fs::remove_all(dir);

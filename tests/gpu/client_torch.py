@@ -300,7 +300,9 @@ def run_graphs(checks, client, kv, vb):
             launch(t, case, kv, vb, client)
         s3.synchronize()
         key = (torch.cuda.current_device(), s3.cuda_stream)
-        ws = getattr(torch_ops, "_workspaces", {}).get(key)
+        entry = torch_ops._workspaces.get(key)  # (tensor, address, bytes)
+        ws = entry[0] if entry is not None else None
+        del entry
         g3 = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g3, stream=s3):
             launch(t, case, kv, vb, client)
@@ -311,7 +313,7 @@ def run_graphs(checks, client, kv, vb):
             launch(tb, big, kv, vb, client)  # eager, on the graph's stream, needs a larger workspace
         s3.synchronize()
         old_ptr, old_n = (ws.data_ptr(), ws.numel()) if ws is not None else (0, 1 << 20)
-        grew = ws is not None and torch_ops._workspaces.get(key) is not ws
+        grew = ws is not None and torch_ops._workspaces.get(key, (None,))[0] is not ws
         del ws  # only the graph should need that memory now
         with torch.cuda.stream(s3):
             junk = torch.full((old_n,), 0x5A, dtype=torch.uint8, device=cc.DEVICE)

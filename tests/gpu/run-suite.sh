@@ -53,7 +53,7 @@ for s in "$here"/e2e_*.sh; do  # daemon + client processes
   [ -f "$s" ] || continue
   step "$(basename "$s" .sh)" 150 bash "$s" "$out"
 done
-step client_suite 180 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False bash "$here/client_suite.sh" "$out"
+step client_suite 240 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False bash "$here/client_suite.sh" "$out"
 [ -x "$bin/launch_bench" ] && step launch_bench 90 "$bin/launch_bench" --out "$out/launch_bench.md"
 # Two GPUs (one daemon, a client per GPU, kernel time alone vs both busy): only where there are two.
 if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ]; then

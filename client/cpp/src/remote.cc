@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -59,7 +60,12 @@ StatusOr<std::unique_ptr<RemoteLauncher>> RemoteLauncher::Create(DaemonLink* lin
 }
 
 std::string RemoteLauncher::NewName(std::string_view what) {
-  return absl::StrCat("kjit-", getpid(), "-", absl::string_view(what.data(), what.size()), "-", ++names_);
+  // Unique across the clients of this process (several may share one daemon) and across processes
+  // whose pids repeat: the daemon's name space is one for every client.
+  static std::atomic<uint64_t> counter{0};
+  static const uint32_t salt = std::random_device{}();
+  return absl::StrCat("kjit-", getpid(), "-", absl::Hex(salt), "-", absl::string_view(what.data(), what.size()), "-",
+                      ++counter);
 }
 
 Status RemoteLauncher::OpenRing() {
@@ -81,17 +87,18 @@ Status RemoteLauncher::OpenRing() {
   }
   ring_map_ = map;
   KJIT_ASSIGN_OR_RETURN(ipc::RingClient ring, ipc::RingClient::Create(ring_map_, ring_bytes_));
-  ring_region_ = NewName("ring");
+  const std::string region = NewName("ring");
   {
     auto ctx = link_->Context();
     inference::SystemSharedMemoryRegisterRequest req;
-    req.set_name(ring_region_);
+    req.set_name(region);
     req.set_key(ring_key_);
     req.set_byte_size(ring_bytes_);
     inference::SystemSharedMemoryRegisterResponse resp;
     KJIT_RETURN_IF_ERROR(FromGrpc(link_->infer()->SystemSharedMemoryRegister(ctx.get(), req, &resp),
                                   "registering the launch ring"));
   }
+  ring_region_ = region;  // ours to unregister from here on
   auto ctx = link_->Context();
   kjit::v1::OpenRingRequest req;
   req.set_region(ring_region_);
@@ -180,25 +187,25 @@ StatusOr<RemoteLauncher::Device*> RemoteLauncher::DeviceFor(int64_t ordinal) {
 
 StatusOr<std::pair<std::string, uint64_t>> RemoteLauncher::RegionFor(CUdeviceptr ptr, uint64_t bytes,
                                                                       const Device& d) {
+  // Tensors of one call often share an allocation: one driver query per allocation and call.
+  for (const Allocation* a : checked_) {
+    if (ptr >= a->base && ptr - a->base + bytes <= a->size) return std::pair{a->region, ptr - a->base};
+  }
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   CUdeviceptr base = 0;
   size_t size = 0;
   unsigned long long buffer_id = 0;
-  KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemGetAddressRange(&base, &size, ptr), "cuMemGetAddressRange"));
-  KJIT_RETURN_IF_ERROR(driver::Check(api->cuPointerGetAttribute(&buffer_id, CU_POINTER_ATTRIBUTE_BUFFER_ID, ptr),
-                                     "cuPointerGetAttribute(BUFFER_ID)"));
-  if (ptr - base + bytes > size) return absl::InvalidArgumentError("a tensor extends past its allocation");
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                 CU_POINTER_ATTRIBUTE_BUFFER_ID};
+  void* values[] = {&base, &size, &buffer_id};
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuPointerGetAttributes(3, attrs, values, ptr), "cuPointerGetAttributes"));
+  if (base == 0 || ptr < base || ptr - base + bytes > size) {
+    return absl::InvalidArgumentError("a tensor is not inside one CUDA allocation");
+  }
   auto it = allocations_.find(base);
   if (it != allocations_.end() && it->second.buffer_id == buffer_id && it->second.size == size) {
+    checked_.push_back(&it->second);
     return std::pair{it->second.region, ptr - base};
-  }
-  if (it != allocations_.end()) {  // freed and allocated again at the same address: a new block
-    auto ctx = link_->Context();
-    inference::CudaSharedMemoryUnregisterRequest req;
-    req.set_name(it->second.region);
-    inference::CudaSharedMemoryUnregisterResponse resp;
-    (void)link_->infer()->CudaSharedMemoryUnregister(ctx.get(), req, &resp);
-    allocations_.erase(it);
   }
   CUipcMemHandle handle;
   const CUresult r = api->cuIpcGetMemHandle(&handle, base);
@@ -220,9 +227,9 @@ StatusOr<std::pair<std::string, uint64_t>> RemoteLauncher::RegionFor(CUdeviceptr
   inference::CudaSharedMemoryRegisterResponse resp;
   KJIT_RETURN_IF_ERROR(FromGrpc(link_->infer()->CudaSharedMemoryRegister(ctx.get(), req, &resp),
                                 "CudaSharedMemoryRegister"));
-  const std::string region = a.region;
-  allocations_.emplace(base, std::move(a));
-  return std::pair{region, ptr - base};
+  Allocation& added = allocations_.emplace(base, std::move(a)).first->second;
+  checked_.push_back(&added);
+  return std::pair{added.region, ptr - base};
 }
 
 Status RemoteLauncher::Send(const inference::ModelInferRequest& req) {
@@ -251,7 +258,9 @@ Status RemoteLauncher::Launch(const VerifyCall& call, int64_t device, CUstream s
     return absl::FailedPreconditionError(
         "the stream is being captured into a CUDA graph: only the in-process mode can be captured");
   }
-  inference::ModelInferRequest req;
+  checked_.clear();
+  inference::ModelInferRequest& req = request_;  // kept: its messages' allocations are reused
+  req.Clear();
   req.set_model_name(model_);
   for (const kernels::Param& p : call.params) SetParam(&req, p);
   SetParam(&req, {"kjit_device", d->daemon_ordinal});

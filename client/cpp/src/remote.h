@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "client/cpp/src/daemon_link.h"
 #include "client/cpp/src/verify_args.h"
@@ -60,7 +61,8 @@ class RemoteLauncher {
   std::mutex mu_;  // one launch at a time: the ring has one slot, registrations are shared
   std::map<int64_t, std::unique_ptr<Device>> devices_;
   std::map<CUdeviceptr, Allocation> allocations_;  // by base
-  uint64_t names_ = 0;
+  std::vector<const Allocation*> checked_;          // the allocations this launch has queried
+  inference::ModelInferRequest request_;
   // The launch ring: a POSIX shared memory object of ours, mapped, registered and opened.
   std::string ring_key_, ring_region_;
   void* ring_map_ = nullptr;

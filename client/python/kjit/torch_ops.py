@@ -7,6 +7,7 @@ step are described once and reused while they are the same objects (every layer 
 the same ones); the workspace is one torch tensor per device and stream, grown when a launch asks
 for more, and a replaced one is kept (a captured graph may still replay with it)."""
 import math
+import struct
 import threading
 
 from kjit import _native
@@ -72,14 +73,15 @@ class _Calls(threading.local):
 
 
 _calls = None
-_workspaces = {}   # (device, stream) -> uint8 tensor
+_workspaces = {}   # (device, stream) -> (uint8 tensor, its address, its bytes)
 _retired = []      # replaced workspaces: a captured graph may still replay with one
 _lock = threading.Lock()
 
 
-def _check_call(q, k, o, custom_mask, max_len_extend, logit_cap, skip_prefix_custom_mask, sliding_window_size,
-                sinks, window_kv_offsets, xai_temperature_len):
-    """What kjit does not implement, from the call's own arguments (cheap: every call)."""
+def _check_call(q, k, o, k_buffer, custom_mask, max_len_extend, logit_cap, skip_prefix_custom_mask,
+                sliding_window_size, sinks, window_kv_offsets, xai_temperature_len):
+    """Raises Unsupported with the reason for what kjit does not implement (the slow path: only after
+    verify_attention's quick test refused the call)."""
     if logit_cap and logit_cap > 0:
         raise Unsupported("logit_cap > 0 (soft-capped logits)")
     if sliding_window_size is not None and sliding_window_size > 0:
@@ -104,6 +106,10 @@ def _check_call(q, k, o, custom_mask, max_len_extend, logit_cap, skip_prefix_cus
     bf16 = _torch.bfloat16
     if q.dtype is not bf16 or k.dtype is not bf16 or o.dtype is not bf16:
         raise Unsupported(f"q {q.dtype}, k_extend {k.dtype}, o {o.dtype}: kjit takes bf16")
+    if k.dim() != 3 or k_buffer.dim() != 3:
+        raise Unsupported(f"k_extend {tuple(k.shape)} / k_buffer {tuple(k_buffer.shape)}: kjit takes [N, 1, 576]")
+    if k_buffer.dtype is not bf16:
+        raise Unsupported(f"k_buffer in {k_buffer.dtype}: kjit takes a bf16 cache")
 
 
 def _check_devices(device, tensors):
@@ -114,12 +120,12 @@ def _check_devices(device, tensors):
             raise Unsupported(f"a tensor on {where} while q is on cuda:{device}")
 
 
-def _scale(x, name):
-    if x is None:
-        return 1.0
-    if isinstance(x, (int, float)):
-        return float(x)
-    raise Unsupported(f"{name} as a {type(x).__name__} (kjit takes a Python number)")
+_HEADS = frozenset(HEADS)
+_OFF = _native.TENSOR_OFFSET
+_OFF_Q, _OFF_K, _OFF_V, _OFF_O, _OFF_LSE, _OFF_KV = (_OFF[n] for n in ("q", "k_extend", "v_extend", "o", "lse",
+                                                                      "kv_cache"))
+_BF16 = _native.DTYPE_BF16
+_DEFAULT_SM_SCALE = 1.0 / math.sqrt(MLA_QK_DIM)
 
 
 def verify_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
@@ -131,6 +137,8 @@ def verify_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer,
     what kjit does not implement, so the caller can run the original with the same arguments; other
     failures are kjit.Error. v_extend may be None (V is k_extend[..., :512]) or a copy, which the
     kernels check. max_prefix (a bound on every prefix length) only tunes the plan."""
+    # This runs for every layer of every decode step: each tensor's attributes are read once, and
+    # the reasons for a refusal are worked out only when the quick tests below refuse.
     global _calls
     if _torch is None:
         _init_torch()
@@ -138,60 +146,86 @@ def verify_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer,
     if calls is None:
         calls = _calls = _Calls()
     client = client or default_client()
-    _check_call(q_extend, k_extend, o_extend, custom_mask, max_len_extend, logit_cap, skip_prefix_custom_mask,
-                sliding_window_size, sinks, window_kv_offsets, xai_temperature_len)
+    qs, ks, os_, bs = q_extend.shape, k_extend.shape, o_extend.shape, k_buffer.shape
+    bf16 = _torch.bfloat16
+    if (logit_cap or sinks is not None or window_kv_offsets is not None or not skip_prefix_custom_mask or
+            custom_mask is None or (sliding_window_size is not None and sliding_window_size > 0) or
+            (xai_temperature_len is not None and xai_temperature_len > 0) or not 0 < max_len_extend <= MAX_DRAFT or
+            len(qs) != 3 or qs[2] != MLA_QK_DIM or qs[1] not in _HEADS or len(os_) != 3 or os_[2] != MLA_V_DIM or
+            len(ks) != 3 or len(bs) != 3 or q_extend.dtype is not bf16 or k_extend.dtype is not bf16 or
+            o_extend.dtype is not bf16 or k_buffer.dtype is not bf16):
+        _check_call(q_extend, k_extend, o_extend, k_buffer, custom_mask, max_len_extend, logit_cap,
+                    skip_prefix_custom_mask, sliding_window_size, sinks, window_kv_offsets, xai_temperature_len)
+        raise Unsupported(f"q {tuple(qs)}, k_extend {tuple(ks)}, o {tuple(os_)}, k_buffer {tuple(bs)}")
     device = q_extend.get_device()
-    if device < 0:
+    if (device < 0 or k_extend.get_device() != device or o_extend.get_device() != device or
+            k_buffer.get_device() != device):
+        _check_devices(device, (k_extend, o_extend, k_buffer))
         raise Unsupported("q on the CPU: kjit runs on CUDA tensors")
-    _check_devices(device, (k_extend, v_extend, o_extend, lse, k_buffer))
     # V of the cache is read from k_buffer's first 512 dims: v_buffer must be that view (SGLang makes
     # a new one per call, so it is checked by address and layout, not identity).
-    if k_buffer.dtype is not _torch.bfloat16:
-        raise Unsupported(f"k_buffer in {k_buffer.dtype}: kjit takes a bf16 cache")
-    if (v_buffer.data_ptr() != k_buffer.data_ptr() or v_buffer.shape[-1] != MLA_V_DIM or
-            v_buffer.stride() != k_buffer.stride()):
+    kb_ptr, kb_st = k_buffer.data_ptr(), k_buffer.stride()
+    if v_buffer.data_ptr() != kb_ptr or v_buffer.stride() != kb_st or v_buffer.shape[-1] != MLA_V_DIM:
         raise Unsupported("v_buffer is not a view of k_buffer[..., :512]")
     buf = calls.args
     pack = _native.PACK_TENSOR.pack_into
-    offset = _native.TENSOR_OFFSET
-    pack(buf, offset["kv_cache"], *_tensor(k_buffer))
+    pack(buf, _OFF_KV, kb_ptr, _BF16, 3, bs[0], bs[1], bs[2], 0, kb_st[0], kb_st[1], kb_st[2], 0)
 
     # The step's index pointers are the same objects for every layer of a forward.
     meta = calls.meta
     if (meta is None or meta[0] is not qo_indptr or meta[1] is not kv_indptr or meta[2] is not kv_indices or
             meta[3] is not custom_mask or meta[4] is not mask_indptr):
         _check_devices(device, (qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr))
-        pack(buf, offset["qo_indptr"], *_tensor(qo_indptr))
-        pack(buf, offset["kv_indptr"], *_tensor(kv_indptr))
-        pack(buf, offset["kv_indices"], *_tensor(kv_indices))
-        pack(buf, offset["custom_mask"], *_tensor(custom_mask))
-        pack(buf, offset["packed_mask"], *_ABSENT)
-        pack(buf, offset["mask_indptr"], *_tensor(mask_indptr))
+        pack(buf, _OFF["qo_indptr"], *_tensor(qo_indptr))
+        pack(buf, _OFF["kv_indptr"], *_tensor(kv_indptr))
+        pack(buf, _OFF["kv_indices"], *_tensor(kv_indices))
+        pack(buf, _OFF["custom_mask"], *_tensor(custom_mask))
+        pack(buf, _OFF["packed_mask"], *_ABSENT)
+        pack(buf, _OFF["mask_indptr"], *_tensor(mask_indptr))
         calls.meta = (qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr)
     elif meta[3].get_device() != device:  # the same tensors, another layer's GPU
         _check_devices(device, meta)
 
-    pack(buf, offset["q"], *_tensor(q_extend))
-    pack(buf, offset["k_extend"], *_tensor(k_extend))
-    pack(buf, offset["v_extend"], *(_tensor(v_extend) if v_extend is not None else _ABSENT))
-    pack(buf, offset["o"], *_tensor(o_extend))
-    pack(buf, offset["lse"], *(_tensor(lse) if lse is not None else _ABSENT))
+    st = q_extend.stride()
+    pack(buf, _OFF_Q, q_extend.data_ptr(), _BF16, 3, qs[0], qs[1], qs[2], 0, st[0], st[1], st[2], 0)
+    k_ptr, st = k_extend.data_ptr(), k_extend.stride()
+    pack(buf, _OFF_K, k_ptr, _BF16, 3, ks[0], ks[1], ks[2], 0, st[0], st[1], st[2], 0)
+    if v_extend is None or (v_extend.data_ptr() == k_ptr and v_extend.stride() == st):
+        pack(buf, _OFF_V, *_ABSENT)  # k_extend[..., :512] itself: nothing to check
+    else:
+        _check_devices(device, (v_extend,))
+        pack(buf, _OFF_V, *_tensor(v_extend))
+    st = o_extend.stride()
+    pack(buf, _OFF_O, o_extend.data_ptr(), _BF16, 3, os_[0], os_[1], os_[2], 0, st[0], st[1], st[2], 0)
+    if lse is None:
+        pack(buf, _OFF_LSE, *_ABSENT)
+    else:
+        _check_devices(device, (lse,))
+        pack(buf, _OFF_LSE, *_tensor(lse))
 
     stream = _raw_stream(device)
     workspace = _workspaces.get((device, stream))
-    scales = (float(sm_scale) if sm_scale else 1.0 / math.sqrt(MLA_QK_DIM), _scale(k_scale, "k_scale"),
-              _scale(v_scale, "v_scale"), 1 if is_causal else 0, int(max_len_extend),
-              -1 if max_prefix is None else int(max_prefix), device)
-    if workspace is not None:
-        _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *scales, workspace.data_ptr(), workspace.numel())
-    else:
-        _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *scales, 0, 0)
+    tail = (sm_scale or _DEFAULT_SM_SCALE, 1.0 if k_scale is None else k_scale, 1.0 if v_scale is None else v_scale,
+            1 if is_causal else 0, max_len_extend, -1 if max_prefix is None else max_prefix, device)
+    try:
+        _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *tail, *(workspace[1:] if workspace else (0, 0)))
+    except struct.error:  # a scale that is not a number (a tensor would need a synchronization)
+        _scale(k_scale, "k_scale"), _scale(v_scale, "v_scale")
+        raise Unsupported("sm_scale, k_scale and v_scale must be Python numbers")
     needed = client.mla_verify(calls.address, stream)
     if needed:
         workspace = _grow_workspace(device, stream, needed)
-        _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *scales, workspace.data_ptr(), workspace.numel())
+        _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *tail, *workspace[1:])
         if client.mla_verify(calls.address, stream):
-            raise Error(13, f"the launch asked for a workspace again after it grew to {workspace.numel()} bytes")
+            raise Error(13, f"the launch asked for a workspace again after it grew to {workspace[2]} bytes")
+
+
+def _scale(x, name):
+    if x is None:
+        return 1.0
+    if isinstance(x, (int, float)):
+        return float(x)
+    raise Unsupported(f"{name} as a {type(x).__name__} (kjit takes a Python number)")
 
 
 def _grow_workspace(device, stream, needed):
@@ -201,12 +235,12 @@ def _grow_workspace(device, stream, needed):
         if old is not None:
             # A graph captured with it may still replay: it stays allocated. Growing at least twofold
             # bounds what is kept to about twice the largest workspace.
-            _retired.append(old)
-            size = max(size, 2 * old.numel())
+            _retired.append(old[0])
+            size = max(size, 2 * old[2])
         size = (size + (1 << 20) - 1) & ~((1 << 20) - 1)
         ws = _torch.empty(size, dtype=_torch.uint8, device=f"cuda:{device}")
-        _workspaces[(device, stream)] = ws
-        return ws
+        entry = _workspaces[(device, stream)] = (ws, ws.data_ptr(), ws.numel())
+        return entry
 
 
 def check_errors(device=None, stream=None, client=None):

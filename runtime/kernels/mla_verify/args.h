@@ -96,6 +96,9 @@ struct KernelGeometry {
 struct MlaVerifyPlan {
   std::string family;          // "mla_verify" or "mla_verify_naive"
   std::string specialization;  // catalog specialization the launch uses
+  std::string main_kernel, combine_kernel;  // their name expressions (mla_verify)
+  int num_heads = 0;           // what the plan was made for
+  MaskKind mask_kind = MaskKind::kBool;
   int tile = 0;                // mla_verify: the split kernel's mla::TileId (0: the device's own)
   int num_splits = 1;          // prefix chunks per request (1 for the oracle)
   size_t workspace_bytes = 0;  // caller allocates at least this much on the launching device

@@ -60,8 +60,8 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
                        const MlaVerifyBuffers& b, CUstream stream) {
   if (plan.family != kMlaVerifyFamily)
     return Invalid(absl::StrCat("plan is for family '", plan.family, "'"));
-  if (plan.tile < 0 || plan.tile >= mla::kNumTileIds ||
-      plan.specialization != MlaVerifySpecializationName(p.num_heads, p.mask_kind, plan.tile))
+  if (plan.tile < 0 || plan.tile >= mla::kNumTileIds || plan.num_heads != p.num_heads ||
+      plan.mask_kind != p.mask_kind)
     return Invalid(absl::StrCat("plan specialization '", plan.specialization, "' does not match H = ",
                                 p.num_heads, " and the mask kind"));
   KJIT_ASSIGN_OR_RETURN(const MlaVerifyWorkspaceLayout ws, MlaVerifyWorkspace(p, plan.num_splits));
@@ -105,10 +105,8 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   if (p.mask_kind == MaskKind::kBool) KJIT_RETURN_IF_ERROR(CheckPtr(b.mask_indptr, "mask_indptr", 8));
   if (p.write_lse) KJIT_RETURN_IF_ERROR(CheckPtr(b.lse, "lse", 4));
 
-  KJIT_ASSIGN_OR_RETURN(CUfunction split, kernels.Function(kMlaVerifyFamily, plan.specialization,
-                                                           MlaVerifySplitExpression(p.num_heads, p.mask_kind, plan.tile)));
-  KJIT_ASSIGN_OR_RETURN(CUfunction combine, kernels.Function(kMlaVerifyFamily, plan.specialization,
-                                                             MlaVerifyCombineExpression(p.num_heads)));
+  KJIT_ASSIGN_OR_RETURN(CUfunction split, kernels.Function(kMlaVerifyFamily, plan.specialization, plan.main_kernel));
+  KJIT_ASSIGN_OR_RETURN(CUfunction combine, kernels.Function(kMlaVerifyFamily, plan.specialization, plan.combine_kernel));
 
   constexpr float kLog2e = 1.4426950408889634f;
   mla::MlaVerifyParams params{};

@@ -263,6 +263,10 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   MlaVerifyPlan plan;
   plan.family = std::string(kMlaVerifyFamily);
   plan.specialization = MlaVerifySpecializationName(p.num_heads, p.mask_kind, options.tile);
+  plan.main_kernel = MlaVerifySplitExpression(p.num_heads, p.mask_kind, options.tile);
+  plan.combine_kernel = MlaVerifyCombineExpression(p.num_heads);
+  plan.num_heads = p.num_heads;
+  plan.mask_kind = p.mask_kind;
   plan.tile = options.tile;
   plan.num_splits = options.num_splits > 0 ? options.num_splits : CachedSplits(p, dev, tile);
   KJIT_ASSIGN_OR_RETURN(const MlaVerifyWorkspaceLayout ws, MlaVerifyWorkspace(p, plan.num_splits));
