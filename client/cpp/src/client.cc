@@ -140,10 +140,8 @@ Status Client::Prepare(const std::string& arch) {
 }
 
 Status Client::Verify(const kjit_mla_verify_args& args, CUstream stream, uint64_t* workspace_needed) {
+  if (in_process_ != nullptr) return in_process_->Launch(args, stream, workspace_needed);
   KJIT_ASSIGN_OR_RETURN(const VerifyCall call, DescribeVerify(args));
-  if (in_process_ != nullptr) {
-    return in_process_->Launch(call, args.device, args.workspace, args.workspace_bytes, stream, workspace_needed);
-  }
   return remote_->Launch(call, args.device, stream);
 }
 

@@ -1,6 +1,9 @@
 #include "client/cpp/src/in_process.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
+#include "runtime/kernels/mla_verify/schema.h"
 #include "runtime/common/log.h"
 
 namespace kjit::client {
@@ -66,29 +69,61 @@ StatusOr<InProcessLauncher::Device*> InProcessLauncher::DeviceFor(int64_t ordina
   return raw;
 }
 
-Status InProcessLauncher::Launch(const VerifyCall& call, int64_t device, CUdeviceptr workspace,
-                                 uint64_t workspace_bytes, CUstream stream, uint64_t* needed) {
-  *needed = 0;
-  KJIT_ASSIGN_OR_RETURN(kernels::TypedParams params, kernels::ConvertParams(family_->params(), call.params));
-  KJIT_ASSIGN_OR_RETURN(std::unique_ptr<kernels::FamilyLaunch> launch,
-                        family_->Check(call.inputs, call.outputs, params));
-  KJIT_ASSIGN_OR_RETURN(Device * d, DeviceFor(device));
-  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
-  KJIT_RETURN_IF_ERROR(UseContext(api, d->context->get()));
-  // The index pointers stay on the GPU: the kernels check them against the validated sizes.
-  launch->AssumeBounds();
-  KJIT_ASSIGN_OR_RETURN(const kernels::LaunchNeeds needs, launch->Plan(d->info));
-  if (workspace_bytes < needs.workspace_bytes || workspace == 0) {
-    *needed = needs.workspace_bytes;
-    return absl::ResourceExhaustedError(absl::StrCat("the launch needs a workspace of ", needs.workspace_bytes,
-                                                     " bytes on GPU ", device, "; ", workspace_bytes, " given"));
+kjit_mla_verify_args InProcessLauncher::LayoutOf(const kjit_mla_verify_args& a) {
+  kjit_mla_verify_args l = a;
+  // Whether v_extend is k_extend's own rows decides whether it is checked: part of the layout.
+  const bool v_is_k = ViewOfKExtend(a.v_extend, a.k_extend);
+  for (kjit_tensor* t : {&l.q, &l.k_extend, &l.v_extend, &l.kv_cache, &l.qo_indptr, &l.kv_indptr, &l.kv_indices,
+                         &l.custom_mask, &l.packed_mask, &l.mask_indptr, &l.o, &l.lse}) {
+    t->data = t->data != 0 ? 1 : 0;  // present or not, never where
   }
+  if (v_is_k) l.v_extend.data = 2;
+  l.workspace = l.workspace_bytes = 0;
+  return l;
+}
+
+StatusOr<InProcessLauncher::Planned> InProcessLauncher::Check(const kjit_mla_verify_args& args) {
+  KJIT_ASSIGN_OR_RETURN(const VerifyCall call, DescribeVerify(args));
+  KJIT_ASSIGN_OR_RETURN(kernels::TypedParams params, kernels::ConvertParams(family_->params(), call.params));
+  Planned p;
+  KJIT_ASSIGN_OR_RETURN(p.launch, family_->Check(call.inputs, call.outputs, params));
+  KJIT_ASSIGN_OR_RETURN(p.device, DeviceFor(args.device));
+  // The index pointers stay on the GPU: the kernels check them against the validated sizes.
+  p.launch->AssumeBounds();
+  KJIT_ASSIGN_OR_RETURN(p.needs, p.launch->Plan(p.device->info));
+  p.layout = LayoutOf(args);
+  return p;
+}
+
+Status InProcessLauncher::Launch(const kjit_mla_verify_args& args, CUstream stream, uint64_t* needed) {
+  *needed = 0;
+  if (args.struct_size != sizeof(kjit_mla_verify_args)) return DescribeVerify(args).status();
+  std::lock_guard<std::mutex> lock(last_mu_);
+  const kjit_mla_verify_args layout = LayoutOf(args);
+  if (last_.launch == nullptr || std::memcmp(&layout, &last_.layout, sizeof(layout)) != 0) {
+    last_.launch.reset();
+    KJIT_ASSIGN_OR_RETURN(last_, Check(args));
+  }
+  const Planned& p = last_;
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  KJIT_RETURN_IF_ERROR(UseContext(api, p.device->context->get()));
+  if (args.workspace_bytes < p.needs.workspace_bytes || args.workspace == 0) {
+    *needed = p.needs.workspace_bytes;
+    return absl::ResourceExhaustedError(absl::StrCat("the launch needs a workspace of ", p.needs.workspace_bytes,
+                                                     " bytes on GPU ", args.device, "; ", args.workspace_bytes,
+                                                     " given"));
+  }
+  // Addresses by schema position, in DescribeVerify's order of the tensors it describes.
+  const uint64_t by_input[kernels::kNumMlaVerifyInputs] = {
+      args.q.data, args.k_extend.data, args.kv_cache.data, args.qo_indptr.data, args.kv_indptr.data,
+      args.kv_indices.data, args.custom_mask.data, args.packed_mask.data, args.mask_indptr.data,
+      layout.v_extend.data == 1 ? args.v_extend.data : 0};
   kernels::LaunchAddresses a;
-  for (int i : launch->input_slots()) a.inputs.push_back(i < 0 ? 0 : call.input_data[i]);
-  for (int i : launch->output_slots()) a.outputs.push_back(i < 0 ? 0 : call.output_data[i]);
-  a.workspace = workspace;
-  a.accumulated_error_word = d->accumulated->get();
-  return launch->Enqueue(*d->kernels, a, stream);
+  a.inputs.assign(by_input, by_input + kernels::kNumMlaVerifyInputs);
+  a.outputs = {args.o.data, args.lse.data};
+  a.workspace = args.workspace;
+  a.accumulated_error_word = p.device->accumulated->get();
+  return p.launch->Enqueue(*p.device->kernels, a, stream);
 }
 
 Status InProcessLauncher::CheckErrors(int64_t device, CUstream stream) {

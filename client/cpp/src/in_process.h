@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "client/cpp/include/kjit_client.h"
 #include "client/cpp/src/verify_args.h"
 #include "runtime/driver/cuda_driver.h"
 #include "runtime/kernels/family.h"
@@ -34,10 +35,11 @@ class InProcessLauncher {
   // The family's cubins for `arch`, fetched once (no GPU needed).
   Status Prepare(const std::string& arch);
 
-  // Queues `call` on `stream` with the caller's workspace. RESOURCE_EXHAUSTED with *needed set
-  // when the workspace is smaller than the plan's (nothing queued).
-  Status Launch(const VerifyCall& call, int64_t device, CUdeviceptr workspace, uint64_t workspace_bytes,
-                CUstream stream, uint64_t* needed);
+  // Queues the call on `stream` with the caller's workspace. RESOURCE_EXHAUSTED with *needed set
+  // when the workspace is smaller than the plan's (nothing queued). A call whose tensors' layouts
+  // and parameters equal the last call's (a decode step's layers) reuses its checked and planned
+  // launch with the new addresses: the checks and the plan depend on nothing else.
+  Status Launch(const kjit_mla_verify_args& args, CUstream stream, uint64_t* needed);
 
   // Synchronizes `stream` (null: the device), then reads and clears the device's accumulated error
   // word: the family's message for the bits found, OK for none.
@@ -55,8 +57,20 @@ class InProcessLauncher {
   StatusOr<Device*> DeviceFor(int64_t ordinal);
   StatusOr<const std::vector<kernels::CompiledKernel>*> Cubins(const std::string& arch);
 
+  // The last call's launch, by its arguments with every address zeroed.
+  struct Planned {
+    kjit_mla_verify_args layout{};
+    std::unique_ptr<kernels::FamilyLaunch> launch;
+    kernels::LaunchNeeds needs;
+    Device* device = nullptr;
+  };
+  static kjit_mla_verify_args LayoutOf(const kjit_mla_verify_args& args);
+  StatusOr<Planned> Check(const kjit_mla_verify_args& args);
+
   const kernels::KernelFamily* family_;
   CubinSource source_;
+  std::mutex last_mu_;
+  Planned last_;
   std::mutex mu_;
   std::map<std::string, std::vector<kernels::CompiledKernel>> cubins_;  // by arch
   std::map<int64_t, std::unique_ptr<Device>> devices_;                  // by ordinal

@@ -65,14 +65,13 @@ Status Describe(const char* name, const kjit_tensor& t, std::vector<kernels::Ten
 
 bool Absent(const kjit_tensor& t) { return t.data == 0 && t.ndim == 0; }
 
-// v_extend that is k_extend[..., :512] itself (the same rows): nothing to check.
+}  // namespace
+
 bool ViewOfKExtend(const kjit_tensor& v, const kjit_tensor& k) {
   return v.data == k.data && v.ndim == 3 && k.ndim == 3 && v.shape[0] == k.shape[0] &&
          (v.shape[0] <= 1 || v.strides[0] == k.strides[0]) && v.strides[2] == 1 && k.strides[2] == 1 &&
          v.dtype == k.dtype;
 }
-
-}  // namespace
 
 const char* DatatypeName(int64_t dtype) {
   switch (dtype) {

@@ -22,6 +22,9 @@ struct VerifyCall {
 // INVALID_ARGUMENT for a struct of another size, a bad dtype or rank, an absent required tensor.
 StatusOr<VerifyCall> DescribeVerify(const kjit_mla_verify_args& args);
 
+// v_extend that is k_extend[..., :512] itself (the same rows): nothing to check, so not passed on.
+bool ViewOfKExtend(const kjit_tensor& v, const kjit_tensor& k);
+
 // The protocol name of a KJIT_DTYPE_* ("BF16"), or "" when unknown.
 const char* DatatypeName(int64_t dtype);
 

@@ -7,7 +7,6 @@ step are described once and reused while they are the same objects (every layer 
 the same ones); the workspace is one torch tensor per device and stream, grown when a launch asks
 for more, and a replaced one is kept (a captured graph may still replay with it)."""
 import math
-import struct
 import threading
 
 from kjit import _native
@@ -203,15 +202,25 @@ def verify_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer,
         _check_devices(device, (lse,))
         pack(buf, _OFF_LSE, *_tensor(lse))
 
+    # Scales must be Python numbers: a tensor's value would need a synchronization (struct would take
+    # it through __float__).
+    if k_scale is None:
+        k_scale = 1.0
+    if v_scale is None:
+        v_scale = 1.0
+    if sm_scale is None:
+        sm_scale = _DEFAULT_SM_SCALE
+    if type(k_scale) not in _NUMBERS or type(v_scale) not in _NUMBERS or type(sm_scale) not in _NUMBERS:
+        for x, name in ((sm_scale, "sm_scale"), (k_scale, "k_scale"), (v_scale, "v_scale")):
+            _scale(x, name)
+        raise Unsupported("sm_scale, k_scale and v_scale must be Python numbers")
+    if sm_scale == 0:  # as SGLang's `sm_scale or 1 / sqrt(Lq)`
+        sm_scale = _DEFAULT_SM_SCALE
     stream = _raw_stream(device)
     workspace = _workspaces.get((device, stream))
-    tail = (sm_scale or _DEFAULT_SM_SCALE, 1.0 if k_scale is None else k_scale, 1.0 if v_scale is None else v_scale,
-            1 if is_causal else 0, max_len_extend, -1 if max_prefix is None else max_prefix, device)
-    try:
-        _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *tail, *(workspace[1:] if workspace else (0, 0)))
-    except struct.error:  # a scale that is not a number (a tensor would need a synchronization)
-        _scale(k_scale, "k_scale"), _scale(v_scale, "v_scale")
-        raise Unsupported("sm_scale, k_scale and v_scale must be Python numbers")
+    tail = (sm_scale, k_scale, v_scale, 1 if is_causal else 0, max_len_extend, -1 if max_prefix is None else max_prefix,
+            device)
+    _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *tail, *(workspace[1:] if workspace else (0, 0)))
     needed = client.mla_verify(calls.address, stream)
     if needed:
         workspace = _grow_workspace(device, stream, needed)
@@ -220,12 +229,13 @@ def verify_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer,
             raise Error(13, f"the launch asked for a workspace again after it grew to {workspace[2]} bytes")
 
 
+_NUMBERS = frozenset((float, int))
+
+
 def _scale(x, name):
-    if x is None:
-        return 1.0
-    if isinstance(x, (int, float)):
-        return float(x)
-    raise Unsupported(f"{name} as a {type(x).__name__} (kjit takes a Python number)")
+    if type(x) not in _NUMBERS:
+        raise Unsupported(f"{name} as a {type(x).__name__} (kjit takes a Python number)")
+    return x
 
 
 def _grow_workspace(device, stream, needed):
