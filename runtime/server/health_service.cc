@@ -3,6 +3,9 @@
 #include <chrono>
 #include <string>
 
+#include "runtime/common/client_text.h"
+#include "runtime/server/grpc_status.h"
+
 namespace kjit::server {
 namespace {
 
@@ -33,7 +36,7 @@ void HealthService::Shutdown() {
 grpc::Status HealthService::Check(grpc::ServerContext*, const grpc::health::v1::HealthCheckRequest* req,
                                   HealthCheckResponse* resp) {
   if (!KnownService(req->service()))
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service '" + req->service() + "'");
+    return ToGrpc(absl::NotFoundError(absl::StrCat("unknown service '", ClientText(req->service()), "'")));
   std::lock_guard<std::mutex> lock(mu_);
   resp->set_status(serving_ ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING);
   return grpc::Status::OK;
@@ -59,7 +62,7 @@ grpc::Status HealthService::Watch(grpc::ServerContext* ctx, const grpc::health::
     // A cancelled client wakes nobody: look again every 100 ms.
     changed_.wait_for(lock, std::chrono::milliseconds(100));
   }
-  if (shutdown_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "kjitd is stopping");
+  if (shutdown_) return ToGrpc(absl::UnavailableError("kjitd is stopping"));
   return grpc::Status::OK;
 }
 

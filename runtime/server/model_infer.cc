@@ -46,8 +46,7 @@ grpc::Status InferenceService::InferBytes(const grpc::ByteBuffer& req, grpc::Byt
   const inference::ModelInferRequest* parsed = cache.Parse();
   if (parsed == nullptr) {
     cache.Done(0);
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "the request is not a serialized inference.ModelInferRequest");
+    return ToGrpc(absl::InvalidArgumentError("the request is not a serialized inference.ModelInferRequest"));
   }
   inference::ModelInferResponse* out = cache.response();
   const Status s = Infer(*parsed, out);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/ipc/launch_ring.h"
 #include "runtime/ipc/sigbus_guard.h"
+#include "runtime/server/grpc_status.h"
 #include "runtime/common/log.h"
 #include "runtime/server/request_cache.h"
 
@@ -72,7 +73,8 @@ class RingPoller {
     KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(dst, out.data(), out.size(), "the launch ring"));
     KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(dst + out.size(), message.data(), message.size(), "the launch ring"));
     KJIT_RETURN_IF_ERROR(Put(&h->response_bytes, static_cast<uint32_t>(out.size())));
-    KJIT_RETURN_IF_ERROR(Put(reinterpret_cast<uint32_t*>(&h->status_code), static_cast<uint32_t>(call.code())));
+    KJIT_RETURN_IF_ERROR(Put(reinterpret_cast<uint32_t*>(&h->status_code),
+                             static_cast<uint32_t>(ToGrpc(call).error_code())));
     KJIT_RETURN_IF_ERROR(Put(&h->message_bytes, static_cast<uint32_t>(message.size())));
     __atomic_thread_fence(__ATOMIC_RELEASE);  // everything above before the sequence number
     KJIT_RETURN_IF_ERROR(Put(&h->response_seq, seq));
