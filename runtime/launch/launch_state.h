@@ -42,6 +42,18 @@ struct LaunchState {
 // layer's); fills s->family, s->launch, the launch parameters and result->family / outputs.
 Status Check(const LaunchRequest& request, LaunchState* s, LaunchResult* result);
 
+// Work queued on a stream that memory in use must outlive: when armed, the destructor synchronizes
+// the stream (an error return after a copy was queued waits for it before the staging, the regions
+// and the words go back).
+struct QueuedWork {
+  const driver::Api* api;
+  CUstream stream;
+  bool armed = false;
+  ~QueuedWork() {
+    if (armed) (void)api->cuStreamSynchronize(stream);
+  }
+};
+
 // The bytes of a located host or shared tensor.
 inline const uint8_t* HostBytes(const Located& l) { return l.checked.empty() ? l.host : l.checked.data(); }
 

@@ -59,17 +59,8 @@ Status Check(const LaunchRequest& r, LaunchState* s, LaunchResult* result) {
 
 namespace {
 
-// What a launch has queued on its stream: on an error return after the first copy, the stream is
-// synchronized before the staging, the regions and the words go back (they must outlive every use
-// of them on the GPU). A synchronous launch leaves the stream synchronized.
-struct Queued {
-  const driver::Api* api;
-  CUstream stream;
-  bool armed = false;
-  ~Queued() {
-    if (armed) (void)api->cuStreamSynchronize(stream);
-  }
-};
+// A synchronous launch leaves its stream synchronized; what it queued is waited for on an error.
+using Queued = internal::QueuedWork;
 
 // Device memory of one launch: staging offsets by request position, the workspace, the error word.
 struct Staged {

@@ -159,14 +159,7 @@ Status ReadBackIndexPointers(DeviceRuntime* dev, LaunchState* s) {
   KJIT_ASSIGN_OR_RETURN(uint8_t* host, dev->staging().Pinned(bytes));
   const CUstream rb = dev->readback_stream();
   // On an error return the queued copies must finish before the pinned bytes are reused.
-  struct Drain {
-    const driver::Api* api;
-    CUstream stream;
-    bool armed = true;
-    ~Drain() {
-      if (armed) (void)api->cuStreamSynchronize(stream);
-    }
-  } drain{api, rb};
+  QueuedWork drain{api, rb, true};
   if (s->wait) {
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(rb, s->wait->event->get(), 0),
                                        "cuStreamWaitEvent(kjit_wait_event)"));

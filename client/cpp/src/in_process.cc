@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/kernels/mla_verify/schema.h"
+#include "client/cpp/src/local_device.h"
 #include "runtime/common/log.h"
 
 namespace kjit::client {
@@ -38,13 +39,8 @@ StatusOr<InProcessLauncher::Device*> InProcessLauncher::DeviceFor(int64_t ordina
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = devices_.find(ordinal); it != devices_.end()) return it->second.get();
-  KJIT_ASSIGN_OR_RETURN(std::vector<driver::DeviceInfo> all, driver::Devices());
-  if (ordinal < 0 || ordinal >= static_cast<int64_t>(all.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device ", ordinal, " out of range (this process sees ", all.size(), " GPUs)"));
-  }
   auto d = std::make_unique<Device>();
-  d->info = all[ordinal];
+  KJIT_ASSIGN_OR_RETURN(d->info, LocalDevice(ordinal));
   KJIT_ASSIGN_OR_RETURN(driver::Context ctx, driver::Context::RetainPrimary(static_cast<int>(ordinal)));
   d->context.emplace(std::move(ctx));
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());

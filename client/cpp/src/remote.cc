@@ -8,6 +8,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "client/cpp/src/local_device.h"
 
 namespace kjit::client {
 namespace {
@@ -140,13 +141,9 @@ RemoteLauncher::~RemoteLauncher() {
 
 StatusOr<RemoteLauncher::Device*> RemoteLauncher::DeviceFor(int64_t ordinal) {
   if (auto it = devices_.find(ordinal); it != devices_.end()) return it->second.get();
-  KJIT_ASSIGN_OR_RETURN(std::vector<driver::DeviceInfo> mine, driver::Devices());
-  if (ordinal < 0 || ordinal >= static_cast<int64_t>(mine.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device ", ordinal, " out of range (this process sees ", mine.size(), " GPUs)"));
-  }
+  KJIT_ASSIGN_OR_RETURN(const driver::DeviceInfo mine, LocalDevice(ordinal));
   auto d = std::make_unique<Device>();
-  d->uuid = mine[ordinal].uuid;
+  d->uuid = mine.uuid;
   // The daemon numbers GPUs its own way (its CUDA_VISIBLE_DEVICES): find ours by UUID.
   KJIT_ASSIGN_OR_RETURN(kjit::v1::ListDevicesResponse theirs, link_->ListDevices());
   bool found = false;
