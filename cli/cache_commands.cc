@@ -25,8 +25,9 @@ const Command kShow{"kjit cache show KEY [flags]",
                     "resource report. KEY may be any unique prefix of the key.",
                     {kDirFlag, kJsonFlag}, 1, 1};
 const Command kVerify{"kjit cache verify [flags]",
-                      "Check every entry file (header, lengths, key, payload SHA-256, metadata) and remove the\n"
-                      "ones that fail. Exit status 1 when any failed.",
+                      "Check every entry file (a regular file no larger than any entry can be; header, lengths,\n"
+                      "key, payload SHA-256, metadata) and remove the ones that fail (a non-empty directory\n"
+                      "is reported, not emptied). Exit status 1 when any failed.",
                       {kDirFlag, kJsonFlag}};
 const Command kGc{"kjit cache gc [flags]",
                   "Remove least recently used entries until the cache holds at most the byte cap.\n"
@@ -50,11 +51,8 @@ int Fail(const Status& s) {
 // The cache named by --cache-dir (or the environment); null after printing why it is unusable.
 std::unique_ptr<cache::CubinCache> OpenCache(const Parsed& p, uint64_t max_bytes = 0) {
   auto c = cache::CubinCache::Open(cache::Options{.dir = p.Get("cache-dir"), .max_bytes = max_bytes});
-  if (c->memory_only()) {
-    std::fprintf(stderr, "kjit: %s\n", c->warning().c_str());
-    return nullptr;
-  }
-  return c;
+  if (!c->warning().empty()) std::fprintf(stderr, "kjit: %s\n", c->warning().c_str());
+  return c->memory_only() ? nullptr : std::move(c);
 }
 
 Json MetaJson(const std::string& key, const cache::EntryMeta& m) {
@@ -147,11 +145,11 @@ int Verify(const Parsed& p) {
   if (p.Has("json")) {
     Json bad = Json::array();
     for (const auto& [file, why] : r->bad) bad.push_back({{"file", file}, {"reason", why}});
-    PrintJson({{"checked", r->checked}, {"ok", r->ok}, {"removed", std::move(bad)}});
+    PrintJson({{"checked", r->checked}, {"ok", r->ok}, {"broken", std::move(bad)}});
   } else {
-    for (const auto& [file, why] : r->bad) std::printf("removed %s: %s\n", file.c_str(), why.c_str());
-    std::printf("%lu entries checked, %lu ok, %zu broken and removed\n", static_cast<unsigned long>(r->checked),
-                static_cast<unsigned long>(r->ok), r->bad.size());
+    for (const auto& [file, why] : r->bad) std::printf("broken %s: %s\n", file.c_str(), why.c_str());
+    std::printf("%lu entries checked, %lu ok, %zu broken (removed unless the line says left in place)\n",
+                static_cast<unsigned long>(r->checked), static_cast<unsigned long>(r->ok), r->bad.size());
   }
   return r->bad.empty() ? kExitOk : kExitFailure;
 }

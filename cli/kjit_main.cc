@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "runtime/common/log.h"
 
 namespace {
 
@@ -17,6 +18,7 @@ constexpr char kHelp[] =
 }  // namespace
 
 int main(int argc, char** argv) {
+  kjit::SetLogProgram("kjit");
   const std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(kHelp, stdout);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -34,9 +35,14 @@ struct CubinCache::Impl {
   std::string entries_dir;  // dir/v1
   std::string locks_dir;    // dir/v1/locks
 
-  mutable std::mutex mu;  // guards everything below
+  // Set once by Open, then constant: no disk tier at all / entries read but never written.
   bool memory_only = false;
-  std::string warning;
+  bool read_only = false;
+
+  mutable std::mutex mu;  // guards everything below
+  std::string warning;     // from Open
+  std::vector<std::string> notes;  // the first runtime problems, each logged once (Note)
+  std::set<std::string> noted;     // their topics
   Stats stats;
   std::unordered_map<std::string, std::unique_ptr<Loaded>> memory;
   std::unordered_map<std::string, std::shared_ptr<std::mutex>> key_mutexes;
@@ -44,9 +50,12 @@ struct CubinCache::Impl {
   std::string EntryPath(const std::string& key) const { return entries_dir + "/" + key + ".cubin"; }
   std::string LockPath(const std::string& key) const { return locks_dir + "/" + key + ".lock"; }
 
-  // Switches to memory-only (once) with a warning naming the cause.
-  void Degrade(const Status& why);
-  bool MemoryOnly() const;
+  // Logs `line` once per topic (an entry's key, "write", "lock") and keeps it for warning(). The
+  // cache never stops using its directory because of it: a bad entry is a miss, a failed write
+  // keeps that entry in memory, and every other entry is still read and written.
+  void Note(const std::string& topic, std::string line);
+  bool MemoryOnly() const { return memory_only; }
+  bool Writable() const { return !memory_only && !read_only; }
   // Entry files in entries_dir (names that are a valid key + ".cubin"), unordered.
   StatusOr<std::vector<FileInfo>> Scan() const;
 };

@@ -28,6 +28,12 @@ Status NeedsDisk(const CubinCache::Impl& impl) {
   return absl::OkStatus();
 }
 
+Status NeedsWritableDisk(const CubinCache::Impl& impl) {
+  KJIT_RETURN_IF_ERROR(NeedsDisk(impl));
+  if (impl.read_only) return absl::FailedPreconditionError(absl::StrCat("cache is read-only: ", impl.warning));
+  return absl::OkStatus();
+}
+
 // True when some process (this one included) holds the file pinned; false when we could take the
 // exclusive lock, which we then keep in `*held` so the caller may remove the file under it.
 StatusOr<bool> InUse(const std::string& path, UniqueFd* held) {
@@ -42,9 +48,27 @@ StatusOr<bool> InUse(const std::string& path, UniqueFd* held) {
 // Reads and checks one entry file; *fd (when given) keeps the file that was read open.
 StatusOr<Entry> Load(const std::string& path, const std::string& key, UniqueFd* fd_out = nullptr) {
   KJIT_ASSIGN_OR_RETURN(UniqueFd fd, internal::OpenFile(path, O_RDONLY));
-  KJIT_ASSIGN_OR_RETURN(std::string bytes, internal::ReadAll(fd.get(), path));
+  StatusOr<std::string> bytes = internal::ReadAll(fd.get(), path, internal::kMaxEntryBytes);
   if (fd_out) *fd_out = std::move(fd);
-  return internal::DecodeEntry(bytes, key);
+  if (!bytes.ok()) return bytes.status();
+  return internal::DecodeEntry(*bytes, key);
+}
+
+// Removes one entry file that failed Load: the file that was read (`read`), or, when it could not
+// be read, whatever non-file is still at the path (an empty directory is removed, a full one is
+// left: it is not ours to empty).
+Status RemoveBad(bool read_only, const CubinCache::Impl::FileInfo& f, const UniqueFd& read) {
+  if (read_only) return absl::FailedPreconditionError("the cache is read-only");
+  struct stat st;
+  if (lstat(f.path.c_str(), &st) != 0) return absl::OkStatus();                // gone meanwhile
+  if (read.valid() && !internal::SameFile(read.get(), f.path)) return absl::OkStatus();  // replaced
+  if (!read.valid() && S_ISREG(st.st_mode)) return absl::OkStatus();  // a file we could not open
+  if (S_ISDIR(st.st_mode)) {
+    if (rmdir(f.path.c_str()) != 0) return internal::ErrnoStatus(errno, "rmdir", f.path);
+  } else if (unlink(f.path.c_str()) != 0 && errno != ENOENT) {
+    return internal::ErrnoStatus(errno, "unlink", f.path);
+  }
+  return absl::OkStatus();
 }
 
 // Removes temp files of dead writers and lock files of absent entries nobody holds.
@@ -83,10 +107,15 @@ StatusOr<std::vector<CubinCache::Impl::FileInfo>> CubinCache::Impl::Scan() const
     info.key = name.substr(0, name.size() - (sizeof(kSuffix) - 1));
     if (!IsValidKey(info.key)) continue;
     info.path = f.path().string();
-    StatusOr<UniqueFd> fd = internal::OpenFile(info.path, O_RDONLY);
     struct stat st;
-    if (!fd.ok() || fstat(fd->get(), &st) != 0) continue;  // removed meanwhile
+    if (lstat(info.path.c_str(), &st) != 0) continue;  // removed meanwhile
+    if (!S_ISREG(st.st_mode)) {  // listed so that verify reports and removes it; not opened here
+      out.push_back(std::move(info));
+      continue;
+    }
     info.bytes = static_cast<uint64_t>(st.st_size);
+    StatusOr<UniqueFd> fd = internal::OpenFile(info.path, O_RDONLY);
+    if (!fd.ok()) continue;  // removed or replaced meanwhile
     std::string header(internal::kHeaderBytes, '\0');
     ssize_t n = pread(fd->get(), header.data(), header.size(), 0);
     header.resize(n > 0 ? static_cast<size_t>(n) : 0);
@@ -156,10 +185,14 @@ StatusOr<VerifyReport> CubinCache::Verify() {
       continue;
     }
     if (absl::IsNotFound(e.status())) continue;  // removed meanwhile
-    report.bad.emplace_back(f.key + std::string(kSuffix), std::string(e.status().message()));
+    std::string reason(e.status().message());
     // A broken file is never served (readers check it); removing it just saves the next miss.
-    // Only the file we read: a writer may have renamed a good one into place since.
-    if (read.valid() && internal::SameFile(read.get(), f.path)) unlink(f.path.c_str());
+    // Only the file we read (or, for what cannot be read, the same non-file): a writer may have
+    // renamed a good entry into place since.
+    if (Status removed = RemoveBad(impl_->read_only, f, read); !removed.ok()) {
+      absl::StrAppend(&reason, "; left in place: ", removed.message());
+    }
+    report.bad.emplace_back(f.key + std::string(kSuffix), std::move(reason));
     std::lock_guard<std::mutex> l(impl_->mu);
     ++impl_->stats.corrupt;
   }
@@ -167,7 +200,7 @@ StatusOr<VerifyReport> CubinCache::Verify() {
 }
 
 StatusOr<GcReport> CubinCache::Gc(uint64_t max_bytes) {
-  KJIT_RETURN_IF_ERROR(NeedsDisk(*impl_));
+  KJIT_RETURN_IF_ERROR(NeedsWritableDisk(*impl_));
   KJIT_ASSIGN_OR_RETURN(auto files, impl_->Scan());
   GcReport r;
   for (const auto& f : files) r.bytes_before += f.bytes;

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "jit_cache/cache_impl.h"
+#include "runtime/common/log.h"
 
 namespace kjit::cache {
 namespace {
@@ -44,6 +45,14 @@ Status ProbeWritable(const CubinCache::Impl& impl) {
   return s;
 }
 
+// A directory this process can list and open files in.
+bool Readable(const std::string& dir) {
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  close(fd);
+  return access(dir.c_str(), R_OK | X_OK) == 0;
+}
+
 }  // namespace
 
 CubinCache::CubinCache(std::unique_ptr<Impl> impl, uint64_t max_bytes)
@@ -77,26 +86,29 @@ std::unique_ptr<CubinCache> CubinCache::Open(Options opts) {
     absl::StrAppend(&warning, "no cache directory (KJIT_CACHE_DIR, XDG_CACHE_HOME and HOME unset); "
                               "caching in memory only");
   } else if (Status s = ProbeWritable(*impl); !s.ok()) {
-    impl->memory_only = true;
-    absl::StrAppend(&warning, "cache directory ", impl->dir, " is not usable (", s.message(),
-                    "); caching in memory only");
+    if (Readable(impl->entries_dir)) {
+      impl->read_only = true;
+      absl::StrAppend(&warning, "cache directory ", impl->dir, " is not writable (", s.message(),
+                      "); reading its entries, keeping new ones in memory");
+    } else {
+      impl->memory_only = true;
+      absl::StrAppend(&warning, "cache directory ", impl->dir, " is not usable (", s.message(),
+                      "); caching in memory only");
+    }
   }
   impl->warning = warning;
   return std::unique_ptr<CubinCache>(new CubinCache(std::move(impl), max_bytes));
 }
 
-void CubinCache::Impl::Degrade(const Status& why) {
-  std::lock_guard<std::mutex> l(mu);
-  if (memory_only) return;
-  memory_only = true;
-  if (!warning.empty()) warning += "; ";
-  absl::StrAppend(&warning, "cache directory ", dir, " failed (", why.message(),
-                  "); caching in memory only from now on");
-}
-
-bool CubinCache::Impl::MemoryOnly() const {
-  std::lock_guard<std::mutex> l(mu);
-  return memory_only;
+void CubinCache::Impl::Note(const std::string& topic, std::string line) {
+  constexpr size_t kMaxTopics = 1024;  // beyond this, problems are only counted in stats
+  constexpr size_t kMaxNotes = 8;      // kept for warning(); the log has them all
+  {
+    std::lock_guard<std::mutex> l(mu);
+    if (noted.size() >= kMaxTopics || !noted.insert(topic).second) return;
+    if (notes.size() < kMaxNotes) notes.push_back(line);
+  }
+  Log(LogLevel::kWarn, line);
 }
 
 Stats CubinCache::stats() const {
@@ -105,9 +117,12 @@ Stats CubinCache::stats() const {
 }
 bool CubinCache::memory_only() const { return impl_->MemoryOnly(); }
 const std::string& CubinCache::dir() const { return impl_->dir; }
+bool CubinCache::read_only() const { return impl_->read_only; }
 std::string CubinCache::warning() const {
   std::lock_guard<std::mutex> l(impl_->mu);
-  return impl_->warning;
+  std::string out = impl_->warning;
+  for (const std::string& n : impl_->notes) absl::StrAppend(&out, out.empty() ? "" : "; ", n);
+  return out;
 }
 
 }  // namespace kjit::cache

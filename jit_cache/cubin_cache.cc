@@ -40,13 +40,16 @@ struct DiskRead {
   Status why;  // for kBad (and unexpected I/O errors)
 };
 
-// Lock-free read of the entry file, checked against the request; a hit keeps it pinned.
+// Lock-free read of the entry file, checked against the request; a hit keeps it pinned. A file
+// that can never be an entry of ours (DataLoss: not a regular file, too large, failed checks) is
+// kBad; a file we cannot open for another reason (permissions, fd limit) is kMissing with `why`.
 DiskRead ReadFromDisk(const CubinCache::Impl& impl, const Request& req) {
   DiskRead r;
   const std::string path = impl.EntryPath(req.key);
-  StatusOr<UniqueFd> fd = internal::OpenFile(path, O_RDWR);
+  StatusOr<UniqueFd> fd = internal::OpenFile(path, impl.Writable() ? O_RDWR : O_RDONLY);
   if (!fd.ok() && absl::IsPermissionDenied(fd.status())) fd = internal::OpenFile(path, O_RDONLY);
   if (!fd.ok()) {
+    if (absl::IsDataLoss(fd.status())) r.kind = DiskRead::kBad;
     if (!absl::IsNotFound(fd.status())) r.why = fd.status();
     return r;
   }
@@ -58,8 +61,9 @@ DiskRead ReadFromDisk(const CubinCache::Impl& impl, const Request& req) {
     pinned = internal::TryFlock(fd->get(), LOCK_SH, path);
   }
   if (!pinned.ok() || !*pinned) return r;
-  StatusOr<std::string> bytes = internal::ReadAll(fd->get(), path);
+  StatusOr<std::string> bytes = internal::ReadAll(fd->get(), path, internal::kMaxEntryBytes);
   if (!bytes.ok()) {
+    if (absl::IsDataLoss(bytes.status())) r.kind = DiskRead::kBad;
     r.why = bytes.status();
     return r;
   }
@@ -81,6 +85,20 @@ DiskRead ReadFromDisk(const CubinCache::Impl& impl, const Request& req) {
   return r;
 }
 
+// Logs (once per entry) why a file was not used.
+void NoteRead(CubinCache::Impl& impl, const Request& req, const DiskRead& r) {
+  if (r.kind == DiskRead::kHit || r.why.ok()) return;
+  impl.Note(req.key, absl::StrCat("cache entry ", impl.EntryPath(req.key), " not used (", r.why.message(),
+                                  r.kind == DiskRead::kBad ? "); treated as a miss and replaced"
+                                                           : "); treated as a miss"));
+}
+
+// Removes a bad entry file under the key's lock. A directory is removed only when empty; whatever
+// stays makes the write after the compile fail, which keeps that entry in memory.
+void RemoveBad(const std::string& path) {
+  if (unlink(path.c_str()) != 0 && errno == EISDIR) (void)rmdir(path.c_str());
+}
+
 // Unique temp file in the entries directory, fsync, read back and check, pin, rename, fsync dir.
 StatusOr<UniqueFd> WriteEntry(const CubinCache::Impl& impl, const Entry& entry) {
   const std::string bytes = internal::EncodeEntry(entry);
@@ -94,7 +112,7 @@ StatusOr<UniqueFd> WriteEntry(const CubinCache::Impl& impl, const Entry& entry) 
   };
   if (Status s = internal::WriteAll(fd.get(), bytes, tmp); !s.ok()) return fail(s);
   if (fsync(fd.get()) != 0) return fail(internal::ErrnoStatus(errno, "fsync", tmp));
-  StatusOr<std::string> back = internal::ReadAll(fd.get(), tmp);
+  StatusOr<std::string> back = internal::ReadAll(fd.get(), tmp, internal::kMaxEntryBytes);
   if (!back.ok()) return fail(back.status());
   if (StatusOr<Entry> check = internal::DecodeEntry(*back, entry.key); !check.ok()) {
     return fail(WithContext(check.status(), absl::StrCat("read-back of ", tmp)));
@@ -144,6 +162,7 @@ StatusOr<Entry> CubinCache::GetOrCreate(const Request& req,
       { std::lock_guard<std::mutex> l(impl.mu); ++impl.stats.hits_disk; }
       return done(Origin::kDiskHit, Remember(impl, std::move(r.loaded)));
     }
+    if (!impl.Writable()) NoteRead(impl, req, r);  // a writer notes it below, after the lock
   }
 
   // Miss: one compiler per key, across threads (this mutex) and processes (the flock).
@@ -158,7 +177,7 @@ StatusOr<Entry> CubinCache::GetOrCreate(const Request& req,
   if (auto e = FromMemory(impl, req.key)) return done(Origin::kMemoryHit, *std::move(e));
 
   UniqueFd key_lock;
-  if (!impl.MemoryOnly()) {
+  if (impl.Writable()) {
     auto on_wait = [&] {
       std::fprintf(stderr, "kjit cache: waiting for another process compiling %s/%s for %s (key %.12s)\n",
                    req.family.c_str(), req.specialization.c_str(), req.arch.c_str(), req.key.c_str());
@@ -167,7 +186,8 @@ StatusOr<Entry> CubinCache::GetOrCreate(const Request& req,
     if (lock.ok()) {
       key_lock = *std::move(lock);
     } else {
-      impl.Degrade(lock.status());
+      impl.Note("lock", absl::StrCat("cannot take a compile lock (", lock.status().message(),
+                                     "); compiling without it and writing no entry"));
     }
   }
   if (key_lock.valid()) {
@@ -176,8 +196,9 @@ StatusOr<Entry> CubinCache::GetOrCreate(const Request& req,
       { std::lock_guard<std::mutex> l(impl.mu); ++impl.stats.hits_disk; }
       return done(Origin::kDiskHit, Remember(impl, std::move(r.loaded)));
     }
+    NoteRead(impl, req, r);
     if (r.kind == DiskRead::kBad) {
-      unlink(impl.EntryPath(req.key).c_str());
+      RemoveBad(impl.EntryPath(req.key));
       std::lock_guard<std::mutex> l(impl.mu);
       ++impl.stats.corrupt;
     }
@@ -201,14 +222,16 @@ StatusOr<Entry> CubinCache::GetOrCreate(const Request& req,
   loaded->entry.meta.created_unix = loaded->entry.meta.last_used_unix = NowUnix();
   loaded->stamped_unix = loaded->entry.meta.created_unix;
   bool wrote = false;
-  if (key_lock.valid() && !impl.MemoryOnly()) {
+  if (key_lock.valid()) {
     StatusOr<UniqueFd> pin = WriteEntry(impl, loaded->entry);
     if (pin.ok()) {
       loaded->pin = *std::move(pin);
       wrote = true;
     } else {
       { std::lock_guard<std::mutex> l(impl.mu); ++impl.stats.write_failures; }
-      impl.Degrade(pin.status());
+      impl.Note("write", absl::StrCat("cannot write a cache entry (", pin.status().message(),
+                                      "); keeping it in memory, still reading and writing the others "
+                                      "(later failures are counted in write_failures)"));
     }
   }
   Entry result = Remember(impl, std::move(loaded));

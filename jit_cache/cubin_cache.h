@@ -16,8 +16,13 @@
 // LRU: the last-used time is a field in the entry's fixed header, rewritten in place by kjit on
 // load and (at most once a minute) on memory hits; the file system's atime is never consulted.
 //
-// A directory that cannot be created or written, or a write that fails (full disk, read-only
-// mount) degrades the cache to memory-only with warning(); callers are never stopped by it.
+// Degrade per entry, never the whole cache: an entry file that is not a regular file (directory,
+// FIFO, symbolic link, device), is larger than kMaxEntryBytes (checked before reading) or fails its
+// checks is a miss, logged once with its reason, and replaced where it can be. A write that fails
+// (full disk) keeps that entry in memory; every other entry is still read and written. A directory
+// that can be read but not written is read_only(): entries are read, new ones stay in memory. Only
+// a directory that cannot be read at all (or none named) makes the cache memory_only(). Callers
+// are never stopped by any of it; warning() says what happened.
 #pragma once
 
 #include <cstdint>
@@ -90,7 +95,7 @@ struct Stats {
   uint64_t compiles = 0;        // compile callbacks run by this process
   uint64_t evictions = 0;       // entries removed by Gc (explicit or automatic)
   uint64_t corrupt = 0;         // entry files that failed a check and were deleted
-  uint64_t write_failures = 0;  // entries that could not be written (then memory-only)
+  uint64_t write_failures = 0;  // entries that could not be written (kept in memory)
 };
 
 struct Options {
@@ -145,11 +150,13 @@ class CubinCache {
 
   Stats stats() const;
   bool memory_only() const;
+  bool read_only() const;          // entries are read, never written (the directory is not writable)
   const std::string& dir() const;  // the resolved directory (even when memory-only)
   std::string warning() const;     // "" when the disk tier works
   uint64_t max_bytes() const { return max_bytes_; }
 
-  // Inspection and maintenance (`kjit cache ...`); FailedPrecondition when memory-only.
+  // Inspection and maintenance (`kjit cache ...`); FailedPrecondition when memory-only, and for
+  // Gc and Clear when read-only (Verify then reports bad entries without removing them).
   StatusOr<std::vector<ListedEntry>> List() const;          // sorted by key
   // Entry files and their bytes on disk, from the directory alone (nothing read or verified).
   struct DiskUsageReport {

@@ -30,6 +30,8 @@ namespace kjit::cache::internal {
 inline constexpr std::string_view kMagic = "KJITCUBN";
 inline constexpr size_t kHeaderBytes = 128;
 inline constexpr size_t kLastUsedOffset = 96;
+// No cubin of ours comes near this (the largest is a few MiB); a bigger file is refused unread.
+inline constexpr uint64_t kMaxEntryBytes = uint64_t{256} << 20;
 
 // The whole file for `entry` (entry.key must be a valid key).
 std::string EncodeEntry(const Entry& entry);

@@ -28,6 +28,8 @@ Status ErrnoStatus(int err, const std::string& what, const std::string& path) {
     case EROFS: return absl::PermissionDeniedError(msg);
     case ENOSPC:
     case EDQUOT: return absl::ResourceExhaustedError(msg);
+    case ELOOP: return absl::DataLossError(absl::StrCat(path, " is a symbolic link (refused, not followed)"));
+    case EISDIR: return absl::DataLossError(absl::StrCat(path, " is a directory, not a file"));
     default: return absl::InternalError(msg);
   }
 }
@@ -35,15 +37,32 @@ Status ErrnoStatus(int err, const std::string& what, const std::string& path) {
 StatusOr<UniqueFd> OpenFile(const std::string& path, int flags, mode_t mode) {
   int fd;
   do {
-    fd = open(path.c_str(), flags | O_CLOEXEC, mode);
+    fd = open(path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, mode);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return ErrnoStatus(errno, "open", path);
   return UniqueFd(fd);
 }
 
-StatusOr<std::string> ReadAll(int fd, const std::string& path) {
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
+StatusOr<std::string> ReadAll(int fd, const std::string& path, uint64_t max_bytes) {
   struct stat st;
   if (fstat(fd, &st) != 0) return ErrnoStatus(errno, "fstat", path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::DataLossError(absl::StrCat(path, " is ", FileKind(st.st_mode), ", not a regular file"));
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return absl::DataLossError(absl::StrCat(path, " is ", st.st_size, " bytes, more than the ", max_bytes,
+                                            " any entry can be"));
+  }
   std::string out(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;
   while (done < out.size()) {
@@ -69,7 +88,12 @@ Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
 }
 
 Status FsyncDir(const std::string& dir) {
-  KJIT_ASSIGN_OR_RETURN(UniqueFd fd, OpenFile(dir, O_RDONLY | O_DIRECTORY));
+  int raw;
+  do {
+    raw = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  } while (raw < 0 && errno == EINTR);
+  if (raw < 0) return ErrnoStatus(errno, "open", dir);
+  UniqueFd fd(raw);
   if (fsync(fd.get()) != 0) return ErrnoStatus(errno, "fsync", dir);
   return absl::OkStatus();
 }

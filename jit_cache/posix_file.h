@@ -42,11 +42,19 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// errno as a Status: NotFound for ENOENT, else Unavailable/PermissionDenied/Internal by kind.
+// errno as a Status: NotFound for ENOENT; DataLoss for what a file of ours can never be (a symbolic
+// link under O_NOFOLLOW, a directory); else PermissionDenied/ResourceExhausted/Internal by kind.
 Status ErrnoStatus(int err, const std::string& what, const std::string& path);
 
+// open(2) of a file (never a directory) with O_CLOEXEC, O_NOFOLLOW and O_NONBLOCK added: a
+// symbolic link is refused (DataLoss) rather than followed, and a FIFO opens without waiting for
+// a writer (ReadAll then refuses it).
 StatusOr<UniqueFd> OpenFile(const std::string& path, int flags, mode_t mode = 0644);
-StatusOr<std::string> ReadAll(int fd, const std::string& path);
+// The whole file, which must be a regular file of at most max_bytes (checked before anything is
+// read or allocated); DataLoss naming the defect otherwise.
+StatusOr<std::string> ReadAll(int fd, const std::string& path, uint64_t max_bytes);
+// "a directory", "a FIFO", ... for a file type that is not a regular file.
+const char* FileKind(mode_t mode);
 Status WriteAll(int fd, std::string_view bytes, const std::string& path);
 Status FsyncDir(const std::string& dir);
 

@@ -158,6 +158,8 @@ grpc::Status KernelService::CacheStats(grpc::ServerContext*, const v1::CacheStat
   resp->set_corrupt(s.corrupt);
   resp->set_write_failures(s.write_failures);
   resp->set_memory_only(d_->cache->memory_only());
+  resp->set_read_only(d_->cache->read_only());
+  resp->set_warning(d_->cache->warning());
   if (auto usage = d_->cache->DiskUsage(); usage.ok()) {  // from the directory: no entry is read
     resp->set_entries(usage->entries);
     resp->set_bytes(usage->bytes);
