@@ -1,32 +1,60 @@
 #include "runtime/ipc/region_registry.h"
 
+#include "runtime/common/client_text.h"
+
 namespace kjit::ipc {
 namespace {
 
 Status CheckSession(const std::string& session, const RegionRegistry::SessionOpen& session_open) {
   if (session.empty() || !session_open || session_open(session)) return absl::OkStatus();
-  return absl::NotFoundError(absl::StrCat("session '", session, "' has ended"));
+  return absl::NotFoundError(absl::StrCat("session '", ClientText(session), "' has ended"));
+}
+
+// Whether a request of `viewer` ("" outside a session) sees an entry registered under `owner`.
+bool Sees(const std::string& viewer, const std::string& owner) { return owner.empty() || owner == viewer; }
+
+std::string Unseen(const char* what, const std::string& name, const std::string& owner) {
+  return absl::StrCat(what, " '", ClientText(name), "' is not registered",
+                      owner.empty() ? "" : " in this request's session (kjit-session)");
 }
 
 }  // namespace
+
+void RegionRegistry::SetMaxEntries(size_t max_entries) {
+  std::lock_guard<std::mutex> lock(mu_);
+  max_entries_ = max_entries;
+}
+
+Status RegionRegistry::CheckRoomLocked() const {
+  if (regions_.size() + events_.size() < max_entries_) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "kjitd holds ", max_entries_, " registered regions and events, its limit (--max-regions): unregister "
+      "some, or register one region per allocation rather than per tensor"));
+}
 
 Status RegionRegistry::AddRegion(std::shared_ptr<const Region> region, const SessionOpen& session_open) {
   std::lock_guard<std::mutex> lock(mu_);
   KJIT_RETURN_IF_ERROR(CheckSession(region->session, session_open));
   if (regions_.count(region->name) != 0) {
     return absl::AlreadyExistsError(
-        absl::StrCat("shared memory region '", region->name, "' is already registered"));
+        absl::StrCat("shared memory region '", ClientText(region->name), "' is already registered"));
   }
+  KJIT_RETURN_IF_ERROR(CheckRoomLocked());
   regions_.emplace(region->name, std::move(region));
   return absl::OkStatus();
 }
 
-void RegionRegistry::RemoveRegion(RegionKind kind, const std::string& name) {
+bool RegionRegistry::HasRegion(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return regions_.count(name) != 0;
+}
+
+void RegionRegistry::RemoveRegion(RegionKind kind, const std::string& name, const std::string& session) {
   std::vector<std::shared_ptr<const Region>> dropped;  // released outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = regions_.begin(); it != regions_.end();) {
-      if (it->second->kind() == kind && (name.empty() || it->first == name)) {
+      if (it->second->kind() == kind && (name.empty() || it->first == name) && Sees(session, it->second->session)) {
         dropped.push_back(std::move(it->second));
         it = regions_.erase(it);
       } else {
@@ -36,25 +64,27 @@ void RegionRegistry::RemoveRegion(RegionKind kind, const std::string& name) {
   }
 }
 
-StatusOr<std::shared_ptr<const Region>> RegionRegistry::FindRegion(const std::string& name) const {
+StatusOr<std::shared_ptr<const Region>> RegionRegistry::FindRegion(const std::string& name,
+                                                                   const std::string& session) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = regions_.find(name);
-  if (it == regions_.end()) {
-    return absl::NotFoundError(absl::StrCat("shared memory region '", name, "' is not registered"));
+  if (it == regions_.end() || !Sees(session, it->second->session)) {
+    return absl::NotFoundError(
+        Unseen("shared memory region", name, it == regions_.end() ? "" : it->second->session));
   }
   return it->second;
 }
 
 StatusOr<std::vector<std::shared_ptr<const Region>>> RegionRegistry::ListRegions(
-    RegionKind kind, const std::string& name) const {
+    RegionKind kind, const std::string& name, const std::string& session) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<const Region>> out;
   for (const auto& [n, r] : regions_) {
-    if (r->kind() == kind && (name.empty() || n == name)) out.push_back(r);
+    if (r->kind() == kind && (name.empty() || n == name) && Sees(session, r->session)) out.push_back(r);
   }
   if (!name.empty() && out.empty()) {
     return absl::NotFoundError(absl::StrCat(kind == RegionKind::kCuda ? "CUDA" : "system",
-                                            " shared memory region '", name, "' is not registered"));
+                                            " shared memory region '", ClientText(name), "' is not registered"));
   }
   return out;
 }
@@ -63,26 +93,33 @@ Status RegionRegistry::AddEvent(std::shared_ptr<const NamedEvent> event, const S
   std::lock_guard<std::mutex> lock(mu_);
   KJIT_RETURN_IF_ERROR(CheckSession(event->session, session_open));
   if (events_.count(event->name) != 0) {
-    return absl::AlreadyExistsError(absl::StrCat("event '", event->name, "' is already registered"));
+    return absl::AlreadyExistsError(absl::StrCat("event '", ClientText(event->name), "' is already registered"));
   }
+  KJIT_RETURN_IF_ERROR(CheckRoomLocked());
   events_.emplace(event->name, std::move(event));
   return absl::OkStatus();
 }
 
-void RegionRegistry::RemoveEvent(const std::string& name) {
+bool RegionRegistry::HasEvent(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_.count(name) != 0;
+}
+
+void RegionRegistry::RemoveEvent(const std::string& name, const std::string& session) {
   std::shared_ptr<const NamedEvent> dropped;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = events_.find(name);
-  if (it == events_.end()) return;
+  if (it == events_.end() || !Sees(session, it->second->session)) return;
   dropped = std::move(it->second);
   events_.erase(it);
 }
 
-StatusOr<std::shared_ptr<const NamedEvent>> RegionRegistry::FindEvent(const std::string& name) const {
+StatusOr<std::shared_ptr<const NamedEvent>> RegionRegistry::FindEvent(const std::string& name,
+                                                                      const std::string& session) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = events_.find(name);
-  if (it == events_.end()) {
-    return absl::NotFoundError(absl::StrCat("event '", name, "' is not registered"));
+  if (it == events_.end() || !Sees(session, it->second->session)) {
+    return absl::NotFoundError(Unseen("event", name, it == events_.end() ? "" : it->second->session));
   }
   return it->second;
 }

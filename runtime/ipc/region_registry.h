@@ -35,29 +35,42 @@ struct NamedEvent {
   std::unique_ptr<CudaIpcEvent> event;
 };
 
+// Visibility: an entry registered under a session is seen only by requests of that session (so a
+// client cannot launch on, list, or unregister another session's memory by guessing its name); an
+// entry registered outside any session is seen by every request. Names stay one name space.
 class RegionRegistry {
  public:
+  // At most `max_entries` regions and events together (each region is one mapping of the daemon's
+  // address space, which the kernel caps at vm.max_map_count): RESOURCE_EXHAUSTED past it.
+  static constexpr size_t kDefaultMaxEntries = 16384;
+  void SetMaxEntries(size_t max_entries);
+
   // Whether a session may still own new entries. The owner closes a session before calling
   // ReleaseSession, and AddRegion/AddEvent ask this under the registry's lock: an entry is either
   // refused (NOT_FOUND) or in place before the release runs, so none outlives its session.
   using SessionOpen = std::function<bool(const std::string& session)>;
 
-  // ALREADY_EXISTS when the name is taken by a region of either kind; NOT_FOUND when the region
-  // names a session that session_open (if given) says has ended.
+  // ALREADY_EXISTS when the name is taken by a region of either kind (whoever registered it);
+  // NOT_FOUND when the region names a session that session_open (if given) says has ended;
+  // RESOURCE_EXHAUSTED past the cap.
   Status AddRegion(std::shared_ptr<const Region> region, const SessionOpen& session_open = {});
-  // Removes the named region of that kind; an empty name removes every region of the kind; an
-  // unknown name (or one of the other kind) is not an error.
-  void RemoveRegion(RegionKind kind, const std::string& name);
-  // NOT_FOUND for an unknown name.
-  StatusOr<std::shared_ptr<const Region>> FindRegion(const std::string& name) const;
-  // Regions of one kind, by name; with a name, that region only (NOT_FOUND when unknown).
-  StatusOr<std::vector<std::shared_ptr<const Region>>> ListRegions(RegionKind kind,
-                                                                   const std::string& name) const;
+  // Whether any region has that name (visible to the caller or not).
+  bool HasRegion(const std::string& name) const;
+  // Removes the named region of that kind that `session` sees; an empty name removes every region
+  // of the kind it sees; an unknown or unseen name (or one of the other kind) is not an error.
+  void RemoveRegion(RegionKind kind, const std::string& name, const std::string& session);
+  // NOT_FOUND for a name `session` does not see.
+  StatusOr<std::shared_ptr<const Region>> FindRegion(const std::string& name, const std::string& session) const;
+  // Regions of one kind that `session` sees, by name; with a name, that region only (NOT_FOUND
+  // when unseen).
+  StatusOr<std::vector<std::shared_ptr<const Region>>> ListRegions(RegionKind kind, const std::string& name,
+                                                                   const std::string& session) const;
 
-  // ALREADY_EXISTS when taken; NOT_FOUND as AddRegion.
+  // ALREADY_EXISTS when taken; NOT_FOUND and RESOURCE_EXHAUSTED as AddRegion.
   Status AddEvent(std::shared_ptr<const NamedEvent> event, const SessionOpen& session_open = {});
-  void RemoveEvent(const std::string& name);                  // unknown: no error
-  StatusOr<std::shared_ptr<const NamedEvent>> FindEvent(const std::string& name) const;
+  bool HasEvent(const std::string& name) const;
+  void RemoveEvent(const std::string& name, const std::string& session);  // unknown or unseen: no error
+  StatusOr<std::shared_ptr<const NamedEvent>> FindEvent(const std::string& name, const std::string& session) const;
 
   // Drops everything registered under the session; returns how many regions and events it held.
   size_t ReleaseSession(const std::string& session);
@@ -65,6 +78,8 @@ class RegionRegistry {
   void Clear();
 
  private:
+  Status CheckRoomLocked() const;
+  size_t max_entries_ = kDefaultMaxEntries;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Region>> regions_;
   std::map<std::string, std::shared_ptr<const NamedEvent>> events_;

@@ -22,7 +22,7 @@ Status CheckHandle(const std::string& raw_handle, const std::string& what, const
 }
 
 Status CheckRegionFree(const RegionRegistry& registry, const std::string& name) {
-  if (registry.FindRegion(name).ok()) {
+  if (registry.HasRegion(name)) {
     return absl::AlreadyExistsError(absl::StrCat("shared memory ", RegionName(name), " is already registered"));
   }
   return absl::OkStatus();
@@ -34,7 +34,7 @@ Status RegisterSystemRegion(RegionRegistry* registry, const std::string& name, c
                             uint64_t offset, uint64_t byte_size, const Registrant& who) {
   KJIT_RETURN_IF_ERROR(CheckName(name, "region"));
   KJIT_RETURN_IF_ERROR(CheckRegionFree(*registry, name));  // before mapping anything
-  auto shm = SystemShmRegion::Open(key, offset, byte_size);
+  auto shm = SystemShmRegion::Open(key, offset, byte_size, who.peer ? &*who.peer : nullptr);
   if (!shm.ok()) return WithContext(shm.status(), RegionName(name));
   auto region = std::make_shared<Region>();
   region->name = name;
@@ -68,7 +68,7 @@ Status RegisterEvent(RegionRegistry* registry, const std::string& name, const st
   KJIT_RETURN_IF_ERROR(CheckName(name, "event"));
   KJIT_RETURN_IF_ERROR(CheckHandle(raw_handle, what, "cudaIpcEventHandle_t"));
   KJIT_ASSIGN_OR_RETURN(const driver::Context* ctx, device(device_id));
-  if (registry->FindEvent(name).ok()) return absl::AlreadyExistsError(absl::StrCat(what, " is already registered"));
+  if (registry->HasEvent(name)) return absl::AlreadyExistsError(absl::StrCat(what, " is already registered"));
   KJIT_RETURN_IF_ERROR(ctx->MakeCurrent());
   auto ev = CudaIpcEvent::Open(raw_handle, static_cast<int>(device_id));
   if (!ev.ok()) return WithContext(ev.status(), what);

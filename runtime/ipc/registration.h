@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "runtime/common/status.h"
@@ -17,6 +18,9 @@ namespace kjit::ipc {
 struct Registrant {
   std::string session;                      // "" outside a session
   RegionRegistry::SessionOpen session_open;  // asked under the registry's lock (see AddRegion)
+  // The client's identity: system shared memory objects must be ones it may open itself
+  // (PeerMayOpenReadWrite). Unset: the daemon's own rights decide (the caller has allowed that).
+  std::optional<PeerCredentials> peer;
 };
 
 // The context of the GPU a registration names (device_id in the daemon's numbering), or why it
@@ -25,7 +29,8 @@ using DeviceResolver = std::function<StatusOr<const driver::Context*>(int64_t de
 
 // A POSIX shared memory window [offset, offset + byte_size) of the object `key`. INVALID_ARGUMENT
 // for an empty name, a malformed key or a window outside the object; NOT_FOUND for no such
-// object; ALREADY_EXISTS for a name taken by a region of either kind.
+// object; ALREADY_EXISTS for a name taken by a region of either kind; PERMISSION_DENIED for an
+// object `who.peer` may not open; RESOURCE_EXHAUSTED when the registry or the address space is full.
 Status RegisterSystemRegion(RegionRegistry* registry, const std::string& name, const std::string& key,
                             uint64_t offset, uint64_t byte_size, const Registrant& who);
 

@@ -3,34 +3,65 @@
 #include <boost/interprocess/exceptions.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 
+#include <algorithm>
+
+#include "runtime/common/client_text.h"
 #include "runtime/driver/cuda_driver.h"
 
 namespace kjit::ipc {
 
 namespace bip = boost::interprocess;
 
+Status PeerMayOpenReadWrite(const PeerCredentials& peer, const struct stat& st, const std::string& what) {
+  if (peer.uid == 0) return absl::OkStatus();
+  mode_t need;
+  const char* as;
+  if (st.st_uid == peer.uid) {
+    need = S_IRUSR | S_IWUSR;
+    as = "its owner";
+  } else if (st.st_gid == peer.gid ||
+             std::find(peer.groups.begin(), peer.groups.end(), st.st_gid) != peer.groups.end()) {
+    need = S_IRGRP | S_IWGRP;
+    as = "a member of its group";
+  } else {
+    need = S_IROTH | S_IWOTH;
+    as = "another user";
+  }
+  if ((st.st_mode & need) == need) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      what, " (owner uid ", st.st_uid, ", group ", st.st_gid, ", mode ", absl::Hex(st.st_mode & 07777),
+      ") is not readable and writable by the client (uid ", peer.uid, ", ", as,
+      "): kjitd maps only objects the client could map itself; create it as that user or grant it access"));
+}
+
 StatusOr<std::unique_ptr<SystemShmRegion>> SystemShmRegion::Open(const std::string& key,
                                                                   uint64_t offset,
-                                                                  uint64_t byte_size) {
+                                                                  uint64_t byte_size,
+                                                                  const PeerCredentials* as) {
   // POSIX names: one optional leading '/', then no other '/'.
   const std::string name = (!key.empty() && key[0] == '/') ? key.substr(1) : key;
   if (name.empty() || name.find('/') != std::string::npos || name.size() > 250) {
-    return absl::InvalidArgumentError(absl::StrCat("shared memory key '", key, "' is not a valid POSIX name"));
+    return absl::InvalidArgumentError(absl::StrCat("shared memory key '", ClientText(key), "' is not a valid POSIX name"));
   }
-  if (byte_size == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("shared memory key '", key, "': byte_size is 0"));
-  }
+  const std::string what = absl::StrCat("shared memory key '", ClientText(key), "'");
+  if (byte_size == 0) return absl::InvalidArgumentError(absl::StrCat(what, ": byte_size is 0"));
   try {
+    // shm_open (under Boost) opens with O_NOFOLLOW: a symbolic link in /dev/shm is refused.
     bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_write);
+    struct stat st;
+    if (fstat(shm.get_mapping_handle().handle, &st) != 0) {
+      return absl::InternalError(absl::StrCat(what, ": cannot stat the object"));
+    }
+    if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(what, " is not a shared memory object"));
+    if (as != nullptr) KJIT_RETURN_IF_ERROR(PeerMayOpenReadWrite(*as, st, what));
     bip::offset_t real = 0;
     if (!shm.get_size(real) || real < 0) {
-      return absl::InternalError(absl::StrCat("shared memory key '", key, "': cannot read its size"));
+      return absl::InternalError(absl::StrCat(what, ": cannot read its size"));
     }
     const uint64_t size = static_cast<uint64_t>(real);
     if (!driver::RangeInside(offset, byte_size, size)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shared memory key '", key, "': offset ", offset, " + byte_size ", byte_size,
-          " is outside the object's ", size, " bytes"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": offset ", offset, " + byte_size ", byte_size,
+                                                     " is outside the object's ", size, " bytes"));
     }
     bip::mapped_region map(shm, bip::read_write, static_cast<bip::offset_t>(offset),
                            static_cast<size_t>(byte_size));
@@ -38,9 +69,17 @@ StatusOr<std::unique_ptr<SystemShmRegion>> SystemShmRegion::Open(const std::stri
         new SystemShmRegion(key, offset, byte_size, std::move(map)));
   } catch (const bip::interprocess_exception& e) {
     if (e.get_error_code() == bip::not_found_error) {
-      return absl::NotFoundError(absl::StrCat("shared memory key '", key, "' does not exist"));
+      return absl::NotFoundError(absl::StrCat(what, " does not exist"));
     }
-    return absl::InvalidArgumentError(absl::StrCat("shared memory key '", key, "': ", e.what()));
+    const bip::error_code_t code = e.get_error_code();
+    if (code == bip::out_of_space_error || code == bip::out_of_memory_error || code == bip::out_of_resource_error) {
+      return absl::ResourceExhaustedError(absl::StrCat(what, ": kjitd cannot map it (", e.what(),
+                                                       "): too many regions or files are open"));
+    }
+    if (code == bip::security_error) {
+      return absl::PermissionDeniedError(absl::StrCat(what, ": kjitd's user may not open it (", e.what(), ")"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", e.what()));
   }
 }
 

@@ -2,9 +2,13 @@
 // daemon (Boost.Interprocess). Bounds come from the object's real size, with overflow checks.
 #pragma once
 
+#include <sys/stat.h>
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <boost/interprocess/mapped_region.hpp>
 
@@ -12,12 +16,29 @@
 
 namespace kjit::ipc {
 
+// The identity of the process a registration is made for (from the Unix socket's SO_PEERCRED and
+// SO_PEERGROUPS).
+struct PeerCredentials {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary
+};
+
+// OK when a process with `peer`'s credentials could itself open an object with `st`'s owner and
+// mode for reading and writing (the kernel's owner / group / other rule; uid 0 always may);
+// PERMISSION_DENIED naming `what` otherwise. The daemon opens objects with its own rights, so a
+// registration is allowed only when the client could have mapped the object itself: a client
+// cannot make the daemon read another user's memory for it.
+Status PeerMayOpenReadWrite(const PeerCredentials& peer, const struct stat& st, const std::string& what);
+
 class SystemShmRegion {
  public:
   // NOT_FOUND when no object has that key; INVALID_ARGUMENT for an empty or malformed key, a
-  // zero byte_size, or a window outside the object.
+  // zero byte_size, an object that is not a regular file, or a window outside the object;
+  // PERMISSION_DENIED when `as` is given and PeerMayOpenReadWrite refuses (checked on the opened
+  // object, so a rename in between cannot swap it).
   static StatusOr<std::unique_ptr<SystemShmRegion>> Open(const std::string& key, uint64_t offset,
-                                                         uint64_t byte_size);
+                                                         uint64_t byte_size, const PeerCredentials* as = nullptr);
 
   uint8_t* data() const { return static_cast<uint8_t*>(map_.get_address()); }
   uint64_t size() const { return byte_size_; }

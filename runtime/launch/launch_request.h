@@ -28,6 +28,7 @@ struct TensorArg {
 struct LaunchRequest {
   std::string model;  // the family's name
   std::string id;     // the client's request id, quoted in reports
+  std::string session;  // the caller's session ("" outside one): regions of other sessions are unseen
   std::vector<TensorArg> inputs, outputs;
   std::vector<kernels::Param> params;  // the family's and the launch layer's (launcher.h)
 };

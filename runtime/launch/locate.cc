@@ -19,7 +19,7 @@ Status SameDevice(const std::string& what, int on, int launch_device) {
       absl::StrCat(what, " is on GPU ", on, ", the launch runs on GPU ", launch_device, " (kjit_device)"));
 }
 
-StatusOr<Located> LocateOne(const ipc::RegionRegistry& regions, const TensorArg& t) {
+StatusOr<Located> LocateOne(const ipc::RegionRegistry& regions, const TensorArg& t, const std::string& session) {
   Located l;
   l.bytes = t.desc.byte_size;
   if (t.kind == TensorArg::Kind::kHost) {
@@ -27,7 +27,7 @@ StatusOr<Located> LocateOne(const ipc::RegionRegistry& regions, const TensorArg&
     return l;
   }
   const std::string where = absl::StrCat("tensor '", t.desc.name, "'");
-  auto region = regions.FindRegion(t.region);
+  auto region = regions.FindRegion(t.region, session);
   if (!region.ok()) return WithContext(region.status(), where);
   const uint64_t cap = (*region)->size();
   if (!driver::RangeInside(t.offset, l.bytes, cap)) {
@@ -67,21 +67,21 @@ std::string TensorWhere(const LaunchState& s, size_t input) {
 Status Locate(const ipc::RegionRegistry& regions, LaunchState* s) {
   const LaunchRequest& r = *s->request;
   for (const TensorArg& t : r.inputs) {
-    KJIT_ASSIGN_OR_RETURN(Located l, LocateOne(regions, t));
+    KJIT_ASSIGN_OR_RETURN(Located l, LocateOne(regions, t, r.session));
     s->inputs.push_back(std::move(l));
   }
   for (const TensorArg& t : r.outputs) {
-    KJIT_ASSIGN_OR_RETURN(Located l, LocateOne(regions, t));
+    KJIT_ASSIGN_OR_RETURN(Located l, LocateOne(regions, t, r.session));
     if (s->async() && l.where != Where::kCuda) {
       return absl::InvalidArgumentError("kjit_signal_event (asynchronous launch) needs every output in a CUDA region");
     }
     s->outputs.push_back(std::move(l));
   }
   if (!s->wait_name.empty()) {
-    KJIT_ASSIGN_OR_RETURN(s->wait, regions.FindEvent(s->wait_name));
+    KJIT_ASSIGN_OR_RETURN(s->wait, regions.FindEvent(s->wait_name, r.session));
   }
   if (!s->signal_name.empty()) {
-    KJIT_ASSIGN_OR_RETURN(s->signal, regions.FindEvent(s->signal_name));
+    KJIT_ASSIGN_OR_RETURN(s->signal, regions.FindEvent(s->signal_name, r.session));
   }
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -41,6 +42,16 @@ Status CheckListen(const std::string& v) {
   return absl::OkStatus();
 }
 
+// A whole number in [lo, hi] for `flag`.
+Status Count(const std::string& flag, const std::string& value, int64_t lo, int64_t hi, int64_t* out) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(value, &v) || v < lo || v > hi) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": '", value, "' is not a whole number in ", lo, "..", hi));
+  }
+  *out = v;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool IsLoopbackListen(const std::string& listen) {
@@ -50,7 +61,8 @@ bool IsLoopbackListen(const std::string& listen) {
 
 std::string Usage() {
   return "usage: kjitd [--socket PATH] [--listen HOST:PORT] [--cache-dir DIR] [--arch sm_XX[,sm_YY]]\n"
-         "             [--log-level error|warn|info|debug] [--ring-spin-us N] [--help]\n"
+         "             [--log-level error|warn|info|debug] [--ring-spin-us N] [--allow-tcp-system-shm]\n"
+         "             [--max-request-bytes N] [--max-regions N] [--max-sessions N] [--max-rings N] [--help]\n"
          "  --socket     Unix socket (default " + DefaultSocketPath() + ")\n"
          "  --listen     also serve TCP on HOST:PORT (e.g. 127.0.0.1:8001); off unless given\n"
          "  --cache-dir  cubin cache directory (default $KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit,\n"
@@ -60,6 +72,13 @@ std::string Usage() {
          "  --ring-spin-us  how long a launch ring's poller thread spins for the next request before\n"
          "               it sleeps (default 200; a request that finds it asleep pays a futex wake-up;\n"
          "               spinning holds a CPU core per ring)\n"
+         "  --allow-tcp-system-shm  let TCP clients register system shared memory (off: kjitd cannot\n"
+         "               tell which user a TCP client is, and would open any object its own user may)\n"
+         "  --max-request-bytes  largest gRPC message either way (default 134217728; put larger\n"
+         "               tensors in shared memory regions)\n"
+         "  --max-regions   registered regions and events together (default 16384)\n"
+         "  --max-sessions  open sessions (default 256)\n"
+         "  --max-rings     launch rings (default 64; each has a poller thread)\n"
          "Without a CUDA driver or GPU kjitd runs compile-only: it fills the cache for --arch and\n"
          "answers ModelInfer with FAILED_PRECONDITION.\n";
 }
@@ -75,12 +94,14 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       arg = arg.substr(0, eq);
       has_value = true;
     }
-    if (arg == "--help" || arg == "-h") {
-      f.help = true;
+    if (arg == "--help" || arg == "-h" || arg == "--allow-tcp-system-shm") {
+      if (has_value) return absl::InvalidArgumentError(absl::StrCat(arg, " takes no value"));
+      (arg == "--allow-tcp-system-shm" ? f.allow_tcp_system_shm : f.help) = true;
       continue;
     }
     if (arg != "--socket" && arg != "--listen" && arg != "--cache-dir" && arg != "--arch" &&
-        arg != "--log-level" && arg != "--ring-spin-us") {
+        arg != "--log-level" && arg != "--ring-spin-us" && arg != "--max-request-bytes" &&
+        arg != "--max-regions" && arg != "--max-sessions" && arg != "--max-rings") {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag '", argv[i], "'\n", Usage()));
     }
     if (!has_value) {
@@ -99,14 +120,12 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       }
       f.log_level = value;
     }
-    if (arg == "--ring-spin-us") {
-      int64_t us = -1;
-      if (!absl::SimpleAtoi(value, &us) || us < 0 || us > 10'000'000) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--ring-spin-us: '", value, "' is not a whole number of microseconds in 0..10000000"));
-      }
-      f.ring_spin_us = us;
-    }
+    if (arg == "--ring-spin-us") KJIT_RETURN_IF_ERROR(Count(arg, value, 0, 10'000'000, &f.ring_spin_us));
+    // gRPC takes an int; below 64 KiB even a small verify request would not fit.
+    if (arg == "--max-request-bytes") KJIT_RETURN_IF_ERROR(Count(arg, value, 65536, INT32_MAX, &f.max_request_bytes));
+    if (arg == "--max-regions") KJIT_RETURN_IF_ERROR(Count(arg, value, 1, 1'000'000, &f.max_regions));
+    if (arg == "--max-sessions") KJIT_RETURN_IF_ERROR(Count(arg, value, 1, 100'000, &f.max_sessions));
+    if (arg == "--max-rings") KJIT_RETURN_IF_ERROR(Count(arg, value, 1, 10'000, &f.max_rings));
     if (arg == "--arch") {
       for (absl::string_view piece : absl::StrSplit(value, ',', absl::SkipEmpty())) {
         const std::string a(piece);

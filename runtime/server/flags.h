@@ -16,6 +16,13 @@ struct Flags {
   std::vector<std::string> archs;   // extra archs to compile at startup
   std::string log_level = "info";   // error, warn, info, debug
   int64_t ring_spin_us = 200;       // how long a launch ring's poller spins after a request
+  // Over TCP kjitd cannot tell which user a client is, so it refuses system shared memory there
+  // unless this is set (then any TCP client may map any object kjitd's user may open).
+  bool allow_tcp_system_shm = false;
+  int64_t max_request_bytes = int64_t{128} << 20;  // a gRPC message, either way
+  int64_t max_regions = 16384;      // registered regions and events together
+  int64_t max_sessions = 256;       // open sessions (each holds a thread)
+  int64_t max_rings = 64;           // launch rings (each is a poller thread)
   bool help = false;
 };
 

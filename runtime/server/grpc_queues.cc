@@ -1,6 +1,10 @@
 #include "runtime/server/grpc_queues.h"
 
 #include <algorithm>
+#include <exception>
+#include <new>
+
+#include "runtime/common/log.h"
 
 namespace kjit::server {
 namespace {
@@ -29,7 +33,21 @@ class UnaryCall final : public Call {
       return;
     }
     new UnaryCall(service_, cq_);
-    const grpc::Status status = (service_->*kHandle)(request_, &response_);
+    grpc::Status status;
+    // An exception must not leave this thread (it would end the process): out of memory is the
+    // client's RESOURCE_EXHAUSTED, anything else INTERNAL, and the daemon keeps serving.
+    try {
+      status = (service_->*kHandle)(ctx_, request_, &response_);
+    } catch (const std::bad_alloc&) {
+      response_ = Response();
+      status = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            "kjitd is out of memory (or address space) for this request; retry later or send less");
+      LogRateLimited(LogLevel::kWarn, "out-of-memory", "a request failed: kjitd is out of memory");
+    } catch (const std::exception& e) {
+      response_ = Response();
+      status = grpc::Status(grpc::StatusCode::INTERNAL, "kjitd failed on this request; see its log");
+      LogRateLimited(LogLevel::kError, "exception", absl::StrCat("a request failed: ", e.what()));
+    }
     answered_ = true;
     responder_.Finish(response_, status, this);
   }

@@ -38,7 +38,8 @@ inference::DataType ConfigType(const std::string& first) {
 
 }  // namespace
 
-grpc::Status InferenceService::Live(const inference::ServerLiveRequest&, inference::ServerLiveResponse* resp) {
+grpc::Status InferenceService::Live(const grpc::ServerContext&, const inference::ServerLiveRequest&,
+                                    inference::ServerLiveResponse* resp) {
   resp->set_live(true);
   return grpc::Status::OK;
 }

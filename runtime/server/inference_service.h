@@ -20,10 +20,13 @@ class InferenceService final : public InferenceServiceBase {
 
   // The asynchronous methods' handlers. InferBytes parses the request (unless it repeats the calling
   // thread's previous one) and serializes the response itself.
-  grpc::Status Live(const inference::ServerLiveRequest& req, inference::ServerLiveResponse* resp);
-  grpc::Status InferBytes(const grpc::ByteBuffer& req, grpc::ByteBuffer* resp);
-  // ModelInfer's work, statistics included, for every transport (gRPC, launch rings).
-  Status Infer(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp);
+  grpc::Status Live(const grpc::ServerContext& ctx, const inference::ServerLiveRequest& req,
+                    inference::ServerLiveResponse* resp);
+  grpc::Status InferBytes(const grpc::ServerContext& ctx, const grpc::ByteBuffer& req, grpc::ByteBuffer* resp);
+  // ModelInfer's work, statistics included, for every transport (gRPC, launch rings), in the
+  // caller's session ("" outside one: the session's regions are visible only to it).
+  Status Infer(const inference::ModelInferRequest& req, const std::string& session,
+               inference::ModelInferResponse* resp);
 
   grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
                            inference::ServerReadyResponse*) override;

@@ -187,33 +187,42 @@ grpc::Status KernelService::RegisterEvent(grpc::ServerContext* ctx, const v1::Re
                                           v1::RegisterEventResponse*) {
   auto session = d_->sessions.SessionOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
-  const ipc::Registrant who{*session, [this](const std::string& s) { return d_->sessions.IsOpen(s); }};
+  const ipc::Registrant who{*session, [this](const std::string& s) { return d_->sessions.IsOpen(s); }, {}};
   return ToGrpc(ipc::RegisterEvent(&d_->regions, req->name(), req->raw_handle(), req->device_id(),
                                    DeviceResolverOf(d_, *ctx, "event", req->name()), who));
 }
 
-grpc::Status KernelService::UnregisterEvent(grpc::ServerContext*, const v1::UnregisterEventRequest* req,
+grpc::Status KernelService::UnregisterEvent(grpc::ServerContext* ctx, const v1::UnregisterEventRequest* req,
                                             v1::UnregisterEventResponse*) {
-  d_->regions.RemoveEvent(req->name());
+  auto session = d_->sessions.SessionOf(*ctx);
+  if (!session.ok()) return ToGrpc(session.status());
+  d_->regions.RemoveEvent(req->name(), *session);
   return grpc::Status::OK;
 }
 
-grpc::Status KernelService::OpenRing(grpc::ServerContext*, const v1::OpenRingRequest* req,
+grpc::Status KernelService::OpenRing(grpc::ServerContext* ctx, const v1::OpenRingRequest* req,
                                      v1::OpenRingResponse* resp) {
-  auto capacity = d_->rings.Open(req->region());
+  auto session = d_->sessions.SessionOf(*ctx);
+  if (!session.ok()) return ToGrpc(session.status());
+  auto capacity = d_->rings.Open(req->region(), *session);
   if (!capacity.ok()) return ToGrpc(capacity.status());
   resp->set_capacity(*capacity);
   return grpc::Status::OK;
 }
 
-grpc::Status KernelService::CloseRing(grpc::ServerContext*, const v1::CloseRingRequest* req, v1::CloseRingResponse*) {
-  d_->rings.Close(req->region());
+grpc::Status KernelService::CloseRing(grpc::ServerContext* ctx, const v1::CloseRingRequest* req,
+                                      v1::CloseRingResponse*) {
+  auto session = d_->sessions.SessionOf(*ctx);
+  if (!session.ok()) return ToGrpc(session.status());
+  d_->rings.Close(req->region(), *session);
   return grpc::Status::OK;
 }
 
 grpc::Status KernelService::OpenSession(
     grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>* stream) {
-  const std::string id = d_->sessions.Open(ctx->peer(), ctx);
+  auto opened = d_->sessions.Open(ctx->peer(), ctx);
+  if (!opened.ok()) return ToGrpc(opened.status());
+  const std::string id = *std::move(opened);
   v1::SessionEvent hello;
   hello.set_session_id(id);
   stream->Write(hello);

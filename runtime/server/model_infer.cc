@@ -16,11 +16,13 @@
 
 namespace kjit::server {
 
-Status InferenceService::Infer(const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
+Status InferenceService::Infer(const inference::ModelInferRequest& req, const std::string& session,
+                               inference::ModelInferResponse* resp) {
   const auto t0 = std::chrono::steady_clock::now();
   DecodedInfer decoded;
   launch::LaunchResult result;
   Status s = DecodeInferRequest(req, &decoded);
+  decoded.request.session = session;
   if (s.ok()) s = d_->launcher.Run(decoded.request, &result);
   if (result.family != nullptr) {
     const uint64_t ns =
@@ -36,7 +38,10 @@ Status InferenceService::Infer(const inference::ModelInferRequest& req, inferenc
   return s;
 }
 
-grpc::Status InferenceService::InferBytes(const grpc::ByteBuffer& req, grpc::ByteBuffer* resp) {
+grpc::Status InferenceService::InferBytes(const grpc::ServerContext& ctx, const grpc::ByteBuffer& req,
+                                          grpc::ByteBuffer* resp) {
+  auto session = d_->sessions.SessionOf(ctx);
+  if (!session.ok()) return ToGrpc(session.status());
   thread_local RequestCache cache;  // this completion-queue thread's
   std::vector<grpc::Slice> slices;
   if (const grpc::Status dumped = req.Dump(&slices); !dumped.ok()) return dumped;
@@ -49,7 +54,7 @@ grpc::Status InferenceService::InferBytes(const grpc::ByteBuffer& req, grpc::Byt
     return ToGrpc(absl::InvalidArgumentError("the request is not a serialized inference.ModelInferRequest"));
   }
   inference::ModelInferResponse* out = cache.response();
-  const Status s = Infer(*parsed, out);
+  const Status s = Infer(*parsed, *session, out);
   grpc::Status status = ToGrpc(s);
   if (s.ok()) {
     bool own_buffer = false;

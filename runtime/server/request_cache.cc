@@ -1,5 +1,7 @@
 #include "runtime/server/request_cache.h"
 
+#include <malloc.h>
+
 namespace kjit::server {
 
 const inference::ModelInferRequest* RequestCache::Parse() {
@@ -18,6 +20,7 @@ void RequestCache::Done(size_t response_bytes) {
   request_ = inference::ModelInferRequest();
   response_ = inference::ModelInferResponse();
   parsed_ = false;
+  malloc_trim(0);  // hand the large request's pages back to the system rather than keep them
 }
 
 }  // namespace kjit::server

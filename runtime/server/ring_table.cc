@@ -56,7 +56,7 @@ class RingPoller {
         call = absl::InvalidArgumentError("the ring's request is not a serialized inference.ModelInferRequest");
       } else {
         inference::ModelInferResponse* resp = cache_.response();
-        call = (*handler_)(*req, resp);
+        call = (*handler_)(*req, region_->session, resp);
         if (call.ok()) {
           resp->SerializeToString(&out);
           if (out.size() > capacity_) {
@@ -108,7 +108,7 @@ class RingPoller {
         continue;
       }
       // Idle: make sure the region is still registered, then sleep until the client writes.
-      auto current = regions_->FindRegion(region_->name);
+      auto current = regions_->FindRegion(region_->name, region_->session);
       if (!current.ok() || current->get() != region_.get()) break;
       if (s = Put(&h->daemon_sleeping, 1); !s.ok()) break;
       auto again = ipc::GuardedLoad32(&h->request_seq, "the launch ring");
@@ -135,8 +135,8 @@ RingTable::RingTable(const ipc::RegionRegistry* regions) : regions_(regions) {}
 
 RingTable::~RingTable() { Clear(); }
 
-StatusOr<uint32_t> RingTable::Open(const std::string& name) {
-  KJIT_ASSIGN_OR_RETURN(std::shared_ptr<const ipc::Region> region, regions_->FindRegion(name));
+StatusOr<uint32_t> RingTable::Open(const std::string& name, const std::string& session) {
+  KJIT_ASSIGN_OR_RETURN(std::shared_ptr<const ipc::Region> region, regions_->FindRegion(name, session));
   if (region->kind() != ipc::RegionKind::kSystem)
     return absl::InvalidArgumentError(
         absl::StrCat("region '", name, "' is CUDA memory; a launch ring lives in system shared memory"));
@@ -161,16 +161,22 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name) {
       return absl::AlreadyExistsError(absl::StrCat("region '", name, "' is a launch ring already"));
     rings_.erase(it);  // a ring on an earlier region of that name, not yet noticed that it is gone
   }
+  if (rings_.size() >= max_rings_) {
+    return absl::ResourceExhaustedError(absl::StrCat("kjitd serves ", max_rings_,
+                                                     " launch rings, its limit (--max-rings): close one first"));
+  }
   rings_[name] = std::make_unique<RingPoller>(std::move(region), h.capacity, regions_, &handler_, spin_);
   return h.capacity;
 }
 
-void RingTable::Close(const std::string& name) {
+void RingTable::Close(const std::string& name, const std::string& session) {
   std::unique_ptr<RingPoller> poller;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = rings_.find(name);
     if (it == rings_.end()) return;
+    const std::string& owner = it->second->region()->session;
+    if (!owner.empty() && owner != session) return;
     poller = std::move(it->second);
     rings_.erase(it);
   }

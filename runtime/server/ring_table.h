@@ -19,7 +19,9 @@
 
 namespace kjit::server {
 
-using InferHandler = std::function<Status(const inference::ModelInferRequest&, inference::ModelInferResponse*)>;
+// A ring's requests run in the session of the ring's region (the session that registered it).
+using InferHandler = std::function<Status(const inference::ModelInferRequest&, const std::string& session,
+                                          inference::ModelInferResponse*)>;
 
 class RingPoller;
 
@@ -32,12 +34,18 @@ class RingTable {
   // How long a poller spins after a request before it sleeps (rings opened later).
   void SetSpin(std::chrono::microseconds spin) { spin_ = spin; }
 
-  // Starts a poller on the named region. NOT_FOUND for an unknown region; INVALID_ARGUMENT when it
-  // is CUDA memory or does not hold a valid ring header (ipc::RingClient::Create writes one) of a
-  // capacity that fits it; ALREADY_EXISTS when the region is a ring already. Returns the capacity.
-  StatusOr<uint32_t> Open(const std::string& region);
-  // Stops the region's poller (waits for the request it is serving); an unknown name is OK.
-  void Close(const std::string& region);
+  // At most this many rings (each is a poller thread): RESOURCE_EXHAUSTED past it.
+  void SetMaxRings(size_t max_rings) { max_rings_ = max_rings; }
+  static constexpr size_t kDefaultMaxRings = 64;
+
+  // Starts a poller on the named region, as `session` sees it. NOT_FOUND for an unknown region;
+  // INVALID_ARGUMENT when it is CUDA memory or does not hold a valid ring header
+  // (ipc::RingClient::Create writes one) of a capacity that fits it; ALREADY_EXISTS when the region
+  // is a ring already; RESOURCE_EXHAUSTED at the cap. Returns the capacity.
+  StatusOr<uint32_t> Open(const std::string& region, const std::string& session);
+  // Stops the poller of the region `session` sees (waits for the request it is serving); an
+  // unknown or unseen name is OK.
+  void Close(const std::string& region, const std::string& session);
   // Stops every poller (daemon exit, before the devices go).
   void Clear();
 
@@ -45,6 +53,7 @@ class RingTable {
   const ipc::RegionRegistry* regions_;
   InferHandler handler_;
   std::chrono::microseconds spin_{200};
+  size_t max_rings_ = kDefaultMaxRings;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<RingPoller>> rings_;
   void PruneLocked();  // drops pollers that stopped by themselves (region gone)

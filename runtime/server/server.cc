@@ -13,6 +13,8 @@
 #include "runtime/server/health_service.h"
 #include "runtime/server/inference_service.h"
 #include "runtime/server/kernel_service.h"
+#include "runtime/server/library_logs.h"
+#include "runtime/server/unix_listener.h"
 #include "runtime/common/log.h"
 
 namespace kjit::server {
@@ -80,19 +82,24 @@ Status RunDaemon(const Flags& flags) {
   Daemon d;
   d.flags = flags;
   SetLogLevel(flags.log_level);
+  RouteLibraryLogs();
+  d.regions.SetMaxEntries(static_cast<size_t>(flags.max_regions));
+  d.sessions.SetMaxSessions(static_cast<size_t>(flags.max_sessions));
+  d.rings.SetMaxRings(static_cast<size_t>(flags.max_rings));
   KJIT_RETURN_IF_ERROR(PrepareSocketPath(flags.socket));
+  // The socket's group may connect too (0660 in a directory of ours).
+  KJIT_ASSIGN_OR_RETURN(std::unique_ptr<UnixListener> unix_listener, UnixListener::Bind(flags.socket, 0660));
 
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   InferenceService inference(&d);
   KernelService kernel(&d);
   HealthService health;  // NOT_SERVING until the kernels are loaded
   d.rings.SetSpin(std::chrono::microseconds(flags.ring_spin_us));
-  d.rings.SetHandler([&inference](const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
-    return inference.Infer(req, resp);
-  });
+  d.rings.SetHandler([&inference](const inference::ModelInferRequest& req, const std::string& session,
+                                   inference::ModelInferResponse* resp) { return inference.Infer(req, session, resp); });
   grpc::ServerBuilder builder;
-  builder.SetMaxReceiveMessageSize(INT_MAX);
-  builder.SetMaxSendMessageSize(INT_MAX);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(flags.max_request_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(flags.max_request_bytes));
   // The synchronous methods' thread pool. MAX must stay above MIN: at MAX == MIN gRPC 1.51 starts a
   // thread per call. (With the completion-queue threads in the server these threads do not poll the socket.)
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
@@ -100,7 +107,6 @@ Status RunDaemon(const Flags& flags) {
   // A port another daemon holds is an error, not shared (gRPC's default SO_REUSEPORT would split
   // the clients between the two).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort("unix://" + flags.socket, grpc::InsecureServerCredentials());
   int tcp_port = 0;
   if (!flags.listen.empty()) {
     if (!IsLoopbackListen(flags.listen)) {
@@ -117,22 +123,21 @@ Status RunDaemon(const Flags& flags) {
   const auto gpus = driver::Devices();
   CompletionQueueThreads queues(&inference, &builder, gpus.ok() ? static_cast<int>(gpus->size()) : 1);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on unix://", flags.socket,
-                                               flags.listen.empty() ? "" : " or " + flags.listen));
-  }
-  if (!flags.listen.empty() && tcp_port == 0) {
-    server->Shutdown();
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", flags.listen));
+  if (server == nullptr || (!flags.listen.empty() && tcp_port == 0)) {
+    if (server != nullptr) server->Shutdown();
+    unix_listener.reset();
+    unlink(flags.socket.c_str());
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", flags.listen.empty() ? "gRPC's server" : flags.listen));
   }
   queues.Start();
-  chmod(flags.socket.c_str(), 0660);
+  unix_listener->Serve(server.get());
   Log(LogLevel::kInfo, absl::StrCat("listening on unix://", flags.socket,
                                     flags.listen.empty() ? "" : absl::StrCat(" and ", flags.listen)));
 
   // Startup (compile and load) happens while already answering health, so supervisors can watch.
   if (Status s = StartDaemon(&d, gpus); !s.ok()) {
     health.Shutdown();
+    unix_listener->Stop();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     queues.Shutdown();
     server->Wait();
@@ -149,6 +154,7 @@ Status RunDaemon(const Flags& flags) {
   health.Shutdown();  // NOT_SERVING, and every Watch ends
   d.ready = false;
   d.sessions.CancelAll();
+  unix_listener->Stop();  // no new connection; those open finish their calls
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   queues.Shutdown();
   server->Wait();

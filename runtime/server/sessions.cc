@@ -20,11 +20,20 @@ std::string RandomSessionId() {
 
 }  // namespace
 
-std::string SessionTable::Open(const std::string& client_name, grpc::ServerContext* ctx) {
+void SessionTable::SetMaxSessions(size_t max_sessions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  max_sessions_ = max_sessions;
+}
+
+StatusOr<std::string> SessionTable::Open(const std::string& client_name, grpc::ServerContext* ctx) {
   std::string id = RandomSessionId();
   std::lock_guard<std::mutex> lock(mu_);
+  if (open_.size() >= max_sessions_) {
+    return absl::ResourceExhaustedError(absl::StrCat("kjitd has ", max_sessions_,
+                                                     " open sessions, its limit (--max-sessions): close one first"));
+  }
   while (open_.count(id) != 0) id = RandomSessionId();
-  open_.emplace(id, Entry{client_name, ctx});
+  open_.emplace(id, Entry{client_name, ctx, ctx->peer()});
   return id;
 }
 
@@ -44,7 +53,8 @@ StatusOr<std::string> SessionTable::SessionOf(const grpc::ServerContext& ctx) co
   if (it == md.end()) return std::string();
   std::string id(it->second.data(), it->second.size());
   std::lock_guard<std::mutex> lock(mu_);
-  if (open_.count(id) == 0) {
+  auto entry = open_.find(id);
+  if (entry == open_.end() || entry->second.connection != ctx.peer()) {  // another connection's reads as unknown
     return absl::NotFoundError(absl::StrCat("session '", ClientText(id), "' is not open"));
   }
   return id;

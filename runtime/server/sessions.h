@@ -25,10 +25,17 @@ inline constexpr char kDeviceUuidMetadataKey[] = "kjit-device-uuid";
 Status CheckDeviceUuid(const grpc::ServerContext& ctx, const std::string& what, int device_id,
                        const std::string& device_uuid);
 
+// A session belongs to the connection that opened it (its stream lives on that connection and ends
+// with it): a request on another connection that names it is refused as if the session did not
+// exist, so an id seen in a log or guessed is of no use to another client.
 class SessionTable {
  public:
-  // A fresh, unguessable id for a stream served under `ctx` (cancelled by CancelAll at shutdown).
-  std::string Open(const std::string& client_name, grpc::ServerContext* ctx);
+  static constexpr size_t kDefaultMaxSessions = 256;
+  // At most this many open sessions (each holds a thread of the daemon while it lasts).
+  void SetMaxSessions(size_t max_sessions);
+  // A fresh, unguessable id for a stream served under `ctx` (cancelled by CancelAll at shutdown);
+  // RESOURCE_EXHAUSTED at the cap.
+  StatusOr<std::string> Open(const std::string& client_name, grpc::ServerContext* ctx);
   void Close(const std::string& id);
   // Cancels every open session stream so their handlers return (daemon shutdown).
   void CancelAll();
@@ -40,8 +47,10 @@ class SessionTable {
   struct Entry {
     std::string client_name;
     grpc::ServerContext* ctx;
+    std::string connection;  // gRPC's peer string: "fd:N" on the Unix socket, the address and port on TCP
   };
   mutable std::mutex mu_;
+  size_t max_sessions_ = kDefaultMaxSessions;
   std::map<std::string, Entry> open_;
 };
 

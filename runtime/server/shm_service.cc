@@ -4,6 +4,7 @@
 #include "runtime/ipc/registration.h"
 #include "runtime/server/grpc_status.h"
 #include "runtime/server/inference_service.h"
+#include "runtime/server/peer.h"
 
 namespace kjit::server {
 namespace {
@@ -12,7 +13,22 @@ namespace {
 // (asked under the registry's lock, so no region outlives its session).
 StatusOr<ipc::Registrant> RegistrantOf(Daemon* d, const grpc::ServerContext& ctx) {
   KJIT_ASSIGN_OR_RETURN(std::string session, d->sessions.SessionOf(ctx));
-  return ipc::Registrant{std::move(session), [d](const std::string& s) { return d->sessions.IsOpen(s); }};
+  return ipc::Registrant{std::move(session), [d](const std::string& s) { return d->sessions.IsOpen(s); }, {}};
+}
+
+// Whose rights decide which system shared memory objects a registration may open. On the Unix
+// socket: the client's own (SO_PEERCRED), so that it cannot make kjitd map another user's object.
+// Over TCP the client's user is unknown: refused unless --allow-tcp-system-shm says to trust kjitd's
+// own rights (then nullopt).
+StatusOr<std::optional<ipc::PeerCredentials>> SystemShmRights(const Daemon& d, const grpc::ServerContext& ctx) {
+  const Peer peer = PeerOf(ctx);
+  if (peer.transport == Peer::Transport::kUnix) return std::optional<ipc::PeerCredentials>(*peer.credentials);
+  if (d.flags.allow_tcp_system_shm) return std::optional<ipc::PeerCredentials>();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "system shared memory registration from ", ClientText(peer.address),
+      " is refused: kjitd cannot tell which user a TCP client is, so it could not check that the client may "
+      "open the object itself. Connect over the Unix socket, use CUDA shared memory, or start kjitd with "
+      "--allow-tcp-system-shm (every TCP client may then map any object kjitd's user can open)"));
 }
 
 }  // namespace
@@ -22,20 +38,27 @@ grpc::Status InferenceService::SystemSharedMemoryRegister(
     inference::SystemSharedMemoryRegisterResponse*) {
   auto who = RegistrantOf(d_, *ctx);
   if (!who.ok()) return ToGrpc(who.status());
+  auto rights = SystemShmRights(*d_, *ctx);
+  if (!rights.ok()) return ToGrpc(rights.status());
+  who->peer = *std::move(rights);
   return ToGrpc(ipc::RegisterSystemRegion(&d_->regions, req->name(), req->key(), req->offset(), req->byte_size(), *who));
 }
 
 grpc::Status InferenceService::SystemSharedMemoryUnregister(
-    grpc::ServerContext*, const inference::SystemSharedMemoryUnregisterRequest* req,
+    grpc::ServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest* req,
     inference::SystemSharedMemoryUnregisterResponse*) {
-  d_->regions.RemoveRegion(ipc::RegionKind::kSystem, req->name());
+  auto session = d_->sessions.SessionOf(*ctx);
+  if (!session.ok()) return ToGrpc(session.status());
+  d_->regions.RemoveRegion(ipc::RegionKind::kSystem, req->name(), *session);
   return grpc::Status::OK;
 }
 
 grpc::Status InferenceService::SystemSharedMemoryStatus(
-    grpc::ServerContext*, const inference::SystemSharedMemoryStatusRequest* req,
+    grpc::ServerContext* ctx, const inference::SystemSharedMemoryStatusRequest* req,
     inference::SystemSharedMemoryStatusResponse* resp) {
-  auto list = d_->regions.ListRegions(ipc::RegionKind::kSystem, req->name());
+  auto session = d_->sessions.SessionOf(*ctx);
+  if (!session.ok()) return ToGrpc(session.status());
+  auto list = d_->regions.ListRegions(ipc::RegionKind::kSystem, req->name(), *session);
   if (!list.ok()) return ToGrpc(list.status());
   for (const auto& r : *list) {
     auto& s = (*resp->mutable_regions())[r->name];
@@ -57,16 +80,20 @@ grpc::Status InferenceService::CudaSharedMemoryRegister(
 }
 
 grpc::Status InferenceService::CudaSharedMemoryUnregister(
-    grpc::ServerContext*, const inference::CudaSharedMemoryUnregisterRequest* req,
+    grpc::ServerContext* ctx, const inference::CudaSharedMemoryUnregisterRequest* req,
     inference::CudaSharedMemoryUnregisterResponse*) {
-  d_->regions.RemoveRegion(ipc::RegionKind::kCuda, req->name());
+  auto session = d_->sessions.SessionOf(*ctx);
+  if (!session.ok()) return ToGrpc(session.status());
+  d_->regions.RemoveRegion(ipc::RegionKind::kCuda, req->name(), *session);
   return grpc::Status::OK;
 }
 
 grpc::Status InferenceService::CudaSharedMemoryStatus(
-    grpc::ServerContext*, const inference::CudaSharedMemoryStatusRequest* req,
+    grpc::ServerContext* ctx, const inference::CudaSharedMemoryStatusRequest* req,
     inference::CudaSharedMemoryStatusResponse* resp) {
-  auto list = d_->regions.ListRegions(ipc::RegionKind::kCuda, req->name());
+  auto session = d_->sessions.SessionOf(*ctx);
+  if (!session.ok()) return ToGrpc(session.status());
+  auto list = d_->regions.ListRegions(ipc::RegionKind::kCuda, req->name(), *session);
   if (!list.ok()) return ToGrpc(list.status());
   for (const auto& r : *list) {
     auto& s = (*resp->mutable_regions())[r->name];

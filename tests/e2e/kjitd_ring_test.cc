@@ -37,8 +37,9 @@ struct OpenedRing {
 
 class RingTest : public ShmDaemonSuite {
  protected:
-  grpc::Status OpenRing(const std::string& region, uint32_t* capacity = nullptr) {
+  grpc::Status OpenRing(const std::string& region, uint32_t* capacity = nullptr, const std::string& session = "") {
     grpc::ClientContext ctx;
+    if (!session.empty()) ctx.AddMetadata("kjit-session", session);
     kjit::v1::OpenRingRequest req;
     req.set_region(region);
     kjit::v1::OpenRingResponse resp;
@@ -72,7 +73,7 @@ class RingTest : public ShmDaemonSuite {
     if (!ring.ok()) return r;
     EXPECT_EQ(Register(name, r.shm->key(), 0, bytes, session), StatusCode::OK);
     uint32_t capacity = 0;
-    const grpc::Status s = OpenRing(name, &capacity);
+    const grpc::Status s = OpenRing(name, &capacity, session);
     EXPECT_TRUE(s.ok()) << s.error_message();
     EXPECT_EQ(capacity, (bytes - ipc::kRingHeaderBytes) / 2);
     if (s.ok()) r.client = std::make_unique<ipc::RingClient>(*ring);
@@ -252,6 +253,16 @@ TEST_F(RingTest, RingEndsWithItsRegionAndItsSession) {
   OpenedRing in_session = MakeRing("session_ring", hello.session_id());
   ASSERT_NE(in_session.client, nullptr);
   ipc::RingClient* ring2 = in_session.client.get();
+  EXPECT_EQ(Call(ring2, ValidRequest().SerializeAsString()).code, static_cast<int>(StatusCode::FAILED_PRECONDITION));
+  // Another session's ring is not this request's to open or close.
+  EXPECT_EQ(OpenRing("session_ring").error_code(), StatusCode::NOT_FOUND);
+  {
+    grpc::ClientContext cctx;
+    kjit::v1::CloseRingRequest close;
+    close.set_region("session_ring");
+    kjit::v1::CloseRingResponse closed;
+    EXPECT_TRUE(kernels_->CloseRing(&cctx, close, &closed).ok());  // unseen: nothing happens
+  }
   EXPECT_EQ(Call(ring2, ValidRequest().SerializeAsString()).code, static_cast<int>(StatusCode::FAILED_PRECONDITION));
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());

@@ -18,15 +18,18 @@ using grpc::StatusCode;
 
 class ShmTest : public ShmDaemonSuite {
  protected:
-  StatusCode Status(const std::string& name, inference::SystemSharedMemoryStatusResponse* resp) {
+  StatusCode Status(const std::string& name, inference::SystemSharedMemoryStatusResponse* resp,
+                    const std::string& session = "") {
     grpc::ClientContext ctx;
+    if (!session.empty()) ctx.AddMetadata("kjit-session", session);
     inference::SystemSharedMemoryStatusRequest req;
     req.set_name(name);
     return stub_->SystemSharedMemoryStatus(&ctx, req, resp).error_code();
   }
-  size_t RegionCount() {
+  // The regions a request of `session` sees.
+  size_t RegionCount(const std::string& session = "") {
     inference::SystemSharedMemoryStatusResponse resp;
-    EXPECT_EQ(Status("", &resp), StatusCode::OK);
+    EXPECT_EQ(Status("", &resp, session), StatusCode::OK);
     return resp.regions_size();
   }
 };
@@ -141,15 +144,20 @@ TEST_F(ShmTest, SessionEndReleasesItsRegionsOnly) {
   ASSERT_EQ(Register("mine", key(), 0, 64, hello.session_id()), StatusCode::OK);
   ASSERT_EQ(Register("global", key(), 64, 64), StatusCode::OK);
   EXPECT_EQ(Register("x", key(), 0, 64, "no-such-session"), StatusCode::NOT_FOUND);
-  EXPECT_EQ(RegionCount(), 2u);
+  EXPECT_EQ(RegionCount(hello.session_id()), 2u);
+  EXPECT_EQ(RegionCount(), 1u);  // a session's regions are its own
+  inference::SystemSharedMemoryStatusResponse st;
+  EXPECT_EQ(Status("mine", &st), StatusCode::NOT_FOUND);
+  EXPECT_EQ(Register("mine", key(), 0, 64), StatusCode::ALREADY_EXISTS);  // one name space
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (RegionCount() != 1u && std::chrono::steady_clock::now() < give_up) {
+  StatusCode again = StatusCode::ALREADY_EXISTS;
+  while ((again = Register("mine", key(), 0, 64)) == StatusCode::ALREADY_EXISTS &&
+         std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  inference::SystemSharedMemoryStatusResponse st;
-  EXPECT_EQ(Status("mine", &st), StatusCode::NOT_FOUND);
+  EXPECT_EQ(again, StatusCode::OK);  // released with the session: the name is free
   EXPECT_EQ(Status("global", &st), StatusCode::OK);
   EXPECT_EQ(Register("y", key(), 0, 64, hello.session_id()), StatusCode::NOT_FOUND);  // ended
 }

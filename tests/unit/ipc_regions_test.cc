@@ -2,6 +2,9 @@
 // overflow, name space, unregister semantics, sessions, references outliving an unregister.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <limits>
 
@@ -62,26 +65,26 @@ TEST(RegionRegistry, NamesAreUniqueAndUnregisterIsLenient) {
   ASSERT_TRUE(reg.AddRegion(SystemRegion("a", obj, 0, 64)).ok());
   EXPECT_EQ(reg.AddRegion(SystemRegion("a", obj, 64, 64)).code(), absl::StatusCode::kAlreadyExists);
   ASSERT_TRUE(reg.AddRegion(SystemRegion("b", obj, 64, 64)).ok());
-  EXPECT_EQ(reg.FindRegion("c").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(reg.ListRegions(RegionKind::kSystem, "c").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(reg.ListRegions(RegionKind::kSystem, "")->size(), 2u);
-  EXPECT_EQ(reg.ListRegions(RegionKind::kCuda, "")->size(), 0u);
-  reg.RemoveRegion(RegionKind::kSystem, "c");  // unknown: nothing happens
-  reg.RemoveRegion(RegionKind::kCuda, "a");    // other kind: nothing happens
-  EXPECT_TRUE(reg.FindRegion("a").ok());
-  reg.RemoveRegion(RegionKind::kSystem, "a");
-  EXPECT_FALSE(reg.FindRegion("a").ok());
-  reg.RemoveRegion(RegionKind::kSystem, "");  // all
-  EXPECT_EQ(reg.ListRegions(RegionKind::kSystem, "")->size(), 0u);
+  EXPECT_EQ(reg.FindRegion("c", "").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(reg.ListRegions(RegionKind::kSystem, "c", "").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(reg.ListRegions(RegionKind::kSystem, "", "")->size(), 2u);
+  EXPECT_EQ(reg.ListRegions(RegionKind::kCuda, "", "")->size(), 0u);
+  reg.RemoveRegion(RegionKind::kSystem, "c", "");  // unknown: nothing happens
+  reg.RemoveRegion(RegionKind::kCuda, "a", "");    // other kind: nothing happens
+  EXPECT_TRUE(reg.FindRegion("a", "").ok());
+  reg.RemoveRegion(RegionKind::kSystem, "a", "");
+  EXPECT_FALSE(reg.FindRegion("a", "").ok());
+  reg.RemoveRegion(RegionKind::kSystem, "", "");  // all
+  EXPECT_EQ(reg.ListRegions(RegionKind::kSystem, "", "")->size(), 0u);
 }
 
 TEST(RegionRegistry, AReferenceOutlivesTheUnregister) {
   ShmObject obj(4096);
   RegionRegistry reg;
   ASSERT_TRUE(reg.AddRegion(SystemRegion("a", obj, 0, 64)).ok());
-  auto held = reg.FindRegion("a");
+  auto held = reg.FindRegion("a", "");
   ASSERT_TRUE(held.ok());
-  reg.RemoveRegion(RegionKind::kSystem, "a");
+  reg.RemoveRegion(RegionKind::kSystem, "a", "");
   obj.map()[3] = 42;
   EXPECT_EQ((*held)->system->data()[3], 42);  // still mapped for the launch that holds it
   EXPECT_EQ(held->use_count(), 1);
@@ -96,11 +99,11 @@ TEST(RegionRegistry, SessionReleaseTakesOnlyThatSession) {
   ASSERT_TRUE(reg.AddRegion(SystemRegion("global", obj, 192, 64)).ok());
   EXPECT_EQ(reg.ReleaseSession("s1"), 2u);
   EXPECT_EQ(reg.ReleaseSession("s1"), 0u);
-  EXPECT_TRUE(reg.FindRegion("s2").ok());
-  EXPECT_TRUE(reg.FindRegion("global").ok());
-  EXPECT_FALSE(reg.FindRegion("s1a").ok());
+  EXPECT_TRUE(reg.FindRegion("s2", "s2").ok());
+  EXPECT_TRUE(reg.FindRegion("global", "").ok());
+  EXPECT_FALSE(reg.FindRegion("s1a", "s1").ok());
   reg.Clear();
-  EXPECT_FALSE(reg.FindRegion("global").ok());
+  EXPECT_FALSE(reg.FindRegion("global", "").ok());
 }
 
 TEST(RegionRegistry, AnEndedSessionCannotOwnNewEntries) {
@@ -108,14 +111,99 @@ TEST(RegionRegistry, AnEndedSessionCannotOwnNewEntries) {
   RegionRegistry reg;
   auto open = [](const std::string& s) { return s == "live"; };
   EXPECT_EQ(reg.AddRegion(SystemRegion("late", obj, 0, 64, "ended"), open).code(), absl::StatusCode::kNotFound);
-  EXPECT_FALSE(reg.FindRegion("late").ok());
+  EXPECT_FALSE(reg.FindRegion("late", "").ok());
   EXPECT_TRUE(reg.AddRegion(SystemRegion("mine", obj, 0, 64, "live"), open).ok());
   EXPECT_TRUE(reg.AddRegion(SystemRegion("global", obj, 64, 64), open).ok());  // no session: no check
   auto ev = std::make_shared<NamedEvent>();
   ev->name = "ev";
   ev->session = "ended";
   EXPECT_EQ(reg.AddEvent(ev, open).code(), absl::StatusCode::kNotFound);
-  EXPECT_FALSE(reg.FindEvent("ev").ok());
+  EXPECT_FALSE(reg.FindEvent("ev", "").ok());
+}
+
+TEST(RegionRegistry, ASessionsEntriesAreSeenOnlyByThatSession) {
+  ShmObject obj(4096);
+  RegionRegistry reg;
+  ASSERT_TRUE(reg.AddRegion(SystemRegion("mine", obj, 0, 64, "s1")).ok());
+  ASSERT_TRUE(reg.AddRegion(SystemRegion("shared", obj, 64, 64)).ok());
+  EXPECT_TRUE(reg.FindRegion("mine", "s1").ok());
+  EXPECT_TRUE(reg.FindRegion("shared", "s1").ok());  // outside any session: every request sees it
+  EXPECT_TRUE(reg.FindRegion("shared", "s2").ok());
+  for (const std::string other : {"", "s2"}) {
+    auto r = reg.FindRegion("mine", other);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << other;
+    EXPECT_NE(r.status().message().find("session"), std::string::npos) << r.status();
+    EXPECT_EQ(reg.ListRegions(RegionKind::kSystem, "mine", other).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(reg.ListRegions(RegionKind::kSystem, "", other)->size(), 1u);  // "shared" only
+    reg.RemoveRegion(RegionKind::kSystem, "mine", other);  // unseen: nothing happens
+    reg.RemoveRegion(RegionKind::kSystem, "", other);      // removes "shared" at most
+    EXPECT_TRUE(reg.FindRegion("mine", "s1").ok()) << other;
+    ASSERT_TRUE(reg.HasRegion("shared") || reg.AddRegion(SystemRegion("shared", obj, 64, 64)).ok());
+  }
+  // The name space stays one: another session cannot take the name either.
+  EXPECT_EQ(reg.AddRegion(SystemRegion("mine", obj, 128, 64, "s2")).code(), absl::StatusCode::kAlreadyExists);
+  auto ev = std::make_shared<NamedEvent>();
+  ev->name = "ev";
+  ev->session = "s1";
+  ASSERT_TRUE(reg.AddEvent(ev).ok());
+  EXPECT_TRUE(reg.FindEvent("ev", "s1").ok());
+  EXPECT_EQ(reg.FindEvent("ev", "s2").status().code(), absl::StatusCode::kNotFound);
+  reg.RemoveEvent("ev", "s2");
+  EXPECT_TRUE(reg.FindEvent("ev", "s1").ok());
+  reg.RemoveEvent("ev", "s1");
+  EXPECT_FALSE(reg.HasEvent("ev"));
+}
+
+TEST(RegionRegistry, EntriesAreCapped) {
+  ShmObject obj(4096);
+  RegionRegistry reg;
+  reg.SetMaxEntries(3);
+  ASSERT_TRUE(reg.AddRegion(SystemRegion("a", obj, 0, 64)).ok());
+  ASSERT_TRUE(reg.AddRegion(SystemRegion("b", obj, 0, 64)).ok());
+  auto ev = std::make_shared<NamedEvent>();
+  ev->name = "e";
+  ASSERT_TRUE(reg.AddEvent(ev).ok());
+  const Status full = reg.AddRegion(SystemRegion("c", obj, 0, 64));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("--max-regions"), std::string::npos) << full;
+  auto ev2 = std::make_shared<NamedEvent>();
+  ev2->name = "e2";
+  EXPECT_EQ(reg.AddEvent(ev2).code(), absl::StatusCode::kResourceExhausted);
+  reg.RemoveRegion(RegionKind::kSystem, "a", "");
+  EXPECT_TRUE(reg.AddRegion(SystemRegion("c", obj, 0, 64)).ok());  // room again
+}
+
+// The owner / group / other rule a client's own open would meet, on a stat the test makes up.
+TEST(SystemShmRegion, PeerMayOpenOnlyWhatItCouldOpenItself) {
+  struct stat st{};
+  st.st_uid = 1000;
+  st.st_gid = 2000;
+  auto may = [&](uid_t uid, gid_t gid, std::vector<gid_t> groups, mode_t mode) {
+    st.st_mode = S_IFREG | mode;
+    return PeerMayOpenReadWrite(PeerCredentials{uid, gid, std::move(groups)}, st, "object").code();
+  };
+  using absl::StatusCode;
+  EXPECT_EQ(may(1000, 1, {}, 0600), StatusCode::kOk);
+  EXPECT_EQ(may(1000, 1, {}, 0400), StatusCode::kPermissionDenied);  // read-only for its owner: kjitd maps rw
+  EXPECT_EQ(may(1000, 2000, {}, 0066), StatusCode::kPermissionDenied);  // the owner class decides, as in the kernel
+  EXPECT_EQ(may(1001, 1, {}, 0600), StatusCode::kPermissionDenied);  // another user's 0600 object
+  EXPECT_EQ(may(1001, 2000, {}, 0660), StatusCode::kOk);
+  EXPECT_EQ(may(1001, 1, {7, 2000}, 0660), StatusCode::kOk);  // a supplementary group
+  EXPECT_EQ(may(1001, 1, {7}, 0660), StatusCode::kPermissionDenied);
+  EXPECT_EQ(may(1001, 1, {}, 0666), StatusCode::kOk);
+  EXPECT_EQ(may(1001, 2000, {}, 0606), StatusCode::kPermissionDenied);  // group class, no group bits
+  EXPECT_EQ(may(0, 0, {}, 0600), StatusCode::kOk);  // root
+  st.st_mode = S_IFREG | 0600;
+  const Status s = PeerMayOpenReadWrite(PeerCredentials{1001, 1, {}}, st, "shared memory key 'k'");
+  EXPECT_NE(s.message().find("uid 1001"), std::string::npos) << s;
+}
+
+TEST(SystemShmRegion, OpenChecksThePeerOnTheOpenedObject) {
+  ShmObject obj(4096);  // ours, 0600
+  PeerCredentials me{getuid(), getgid(), {}};
+  EXPECT_TRUE(SystemShmRegion::Open(obj.key(), 0, 64, &me).ok());
+  PeerCredentials other{getuid() == 65534 ? 65533u : 65534u, 65534, {}};  // mode 0600: no one else
+  EXPECT_EQ(SystemShmRegion::Open(obj.key(), 0, 64, &other).status().code(), absl::StatusCode::kPermissionDenied);
 }
 
 TEST(CudaIpc, HandleSizeIsCheckedBeforeTheDriver) {

@@ -107,8 +107,8 @@ TEST_F(LaunchIndexPointersTest, RegionContentsAreCheckedAndSourcesKeptOnError) {
 
 TEST_F(LaunchIndexPointersTest, UnregisterAfterLocateKeepsTheMappingAlive) {
   ASSERT_TRUE(Prepare(RegionIndptrRequest()).ok());
-  regions_.RemoveRegion(ipc::RegionKind::kSystem, "host");  // a concurrent unregister
-  EXPECT_EQ(regions_.FindRegion("host").status().code(), absl::StatusCode::kNotFound);
+  regions_.RemoveRegion(ipc::RegionKind::kSystem, "host", "");  // a concurrent unregister
+  EXPECT_EQ(regions_.FindRegion("host", "").status().code(), absl::StatusCode::kNotFound);
   // The request's reference keeps the mapping: the check still reads the client's bytes.
   ASSERT_TRUE(internal::CheckIndexPointers(&s_).ok());
   EXPECT_EQ(Input(kernels::kInKvIndptr).checked, std::vector<uint8_t>({0, 0, 0, 0, 3, 0, 0, 0}));
