@@ -86,7 +86,8 @@ class LoadedKernels : public KernelTable {
     using is_transparent = void;
     template <typename A, typename B>
     bool operator()(const A& a, const B& b) const {
-      return std::tie(a.family, a.specialization, a.expression) < std::tie(b.family, b.specialization, b.expression);
+      using View = std::tuple<std::string_view, std::string_view, std::string_view>;
+      return View(a.family, a.specialization, a.expression) < View(b.family, b.specialization, b.expression);
     }
   };
   struct KeyView {

@@ -118,6 +118,7 @@ Status RegisterEvent(Client* x, const std::string& name, CUevent event) {
 
 grpc::Status Call(Client* x, const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
   grpc::ClientContext ctx;
+  if (!x->session.empty()) ctx.AddMetadata("kjit-session", x->session);  // its regions are the session's
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   return x->infer->ModelInfer(&ctx, req, resp);
 }
@@ -144,6 +145,7 @@ StatusOr<std::unique_ptr<LaunchRing>> LaunchRing::Open(Client* x, size_t bytes) 
   const grpc::Status s = x->infer->SystemSharedMemoryRegister(&ctx, reg, &registered);
   if (!s.ok()) return absl::InternalError("registering " + name + ": " + s.error_message());
   grpc::ClientContext octx;
+  if (!x->session.empty()) octx.AddMetadata("kjit-session", x->session);
   kjit::v1::OpenRingRequest open;
   open.set_region(name);
   kjit::v1::OpenRingResponse opened;

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/kernels/mla_verify/plan.h"
 #include "tests/e2e/e2e_client.h"
@@ -388,20 +389,21 @@ Status RunVictim(Client* x) {
 }
 
 Status RunAfterKill(Client* x) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  bool gone = false;
-  while (!gone && std::chrono::steady_clock::now() < give_up) {
-    gone = true;
-    for (const char* name : {"victim-in", "victim-out"}) {
-      grpc::ClientContext ctx;
-      inference::CudaSharedMemoryStatusRequest req;
-      req.set_name(name);
-      inference::CudaSharedMemoryStatusResponse resp;
-      gone &= x->infer->CudaSharedMemoryStatus(&ctx, req, &resp).error_code() == grpc::StatusCode::NOT_FOUND;
+  // The killed client's regions were its session's (unseen here): they are released when their
+  // names are free again, which registering our own under them shows.
+  std::vector<std::unique_ptr<CudaArena>> mine;
+  for (const char* name : {"victim-in", "victim-out"}) {
+    KJIT_ASSIGN_OR_RETURN(std::unique_ptr<CudaArena> arena, CudaArena::Create(4096));
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    grpc::Status st;
+    for (;;) {
+      KJIT_ASSIGN_OR_RETURN(st, TryRegisterCuda(x, name, *arena));
+      if (st.error_code() != grpc::StatusCode::ALREADY_EXISTS || std::chrono::steady_clock::now() > give_up) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    KJIT_E2E_CHECK(st.ok(), absl::StrCat("the killed client's region ", name, " is still registered: ", st.error_message()));
+    mine.push_back(std::move(arena));
   }
-  KJIT_E2E_CHECK(gone, "the killed client's regions are still registered");
   // Its event name is free again: registering our own under it succeeds.
   KJIT_ASSIGN_OR_RETURN(driver::Event ev, driver::Event::Create(CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
   KJIT_RETURN_IF_ERROR(OpenSession(x, "e2e_ipc_client after-kill"));

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cpp/src/local_device.h"
+#include "runtime/kernels/registry.h"
 
 namespace kjit::client {
 namespace {
@@ -245,6 +246,11 @@ Status RemoteLauncher::Send(const inference::ModelInferRequest& req) {
 }
 
 Status RemoteLauncher::Launch(const VerifyCall& call, int64_t device, CUstream stream) {
+  // The launch layer's checks, here as in-process: KServe's outputs carry no shape, so the daemon
+  // can check an output's size but not its shape; a wrong o must fail the same way in every mode.
+  KJIT_ASSIGN_OR_RETURN(const kernels::KernelFamily* family, kernels::FindFamily(model_));
+  KJIT_ASSIGN_OR_RETURN(kernels::TypedParams params, kernels::ConvertParams(family->params(), call.params));
+  KJIT_RETURN_IF_ERROR(family->Check(call.inputs, call.outputs, params).status());
   std::lock_guard<std::mutex> lock(mu_);
   KJIT_ASSIGN_OR_RETURN(Device * d, DeviceFor(device));
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
