@@ -10,6 +10,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # gRPC services
   nlohmann-json3-dev                                          # JSON output of the kjit tool
   libgtest-dev libgmock-dev                                   # unit tests
+  clang                                                       # libFuzzer harnesses (tests/fuzz)
   python3 python3-grpcio python3-protobuf python3-numpy        # Python client and its tests
 )
 
