@@ -29,18 +29,6 @@ uint32_t GetU32(std::string_view in, size_t at) {
   return v;
 }
 
-std::string Sha256(std::string_view a, std::string_view b) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  EVP_DigestUpdate(ctx, a.data(), a.size());
-  EVP_DigestUpdate(ctx, b.data(), b.size());
-  EVP_DigestFinal_ex(ctx, digest, &len);
-  EVP_MD_CTX_free(ctx);
-  return std::string(reinterpret_cast<const char*>(digest), len);
-}
-
 absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 std::string Esc(std::string_view s) { return absl::CEscape(Av(s)); }
 
@@ -106,6 +94,18 @@ Status DecodeMeta(absl::string_view text, EntryMeta* m) {
 
 }  // namespace
 
+std::string PayloadSha256(std::string_view meta, std::string_view cubin) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  EVP_DigestUpdate(ctx, meta.data(), meta.size());
+  EVP_DigestUpdate(ctx, cubin.data(), cubin.size());
+  EVP_DigestFinal_ex(ctx, digest, &len);
+  EVP_MD_CTX_free(ctx);
+  return std::string(reinterpret_cast<const char*>(digest), len);
+}
+
 std::string EncodeEntry(const Entry& entry) {
   const std::string meta = EncodeMeta(entry.meta);
   const std::string_view cubin(entry.cubin.data(), entry.cubin.size());
@@ -117,7 +117,7 @@ std::string EncodeEntry(const Entry& entry) {
   absl::string_view key_view = Av(entry.key);
   digest = absl::HexStringToBytes(key_view);
   out.replace(16, 32, digest);
-  out.replace(48, 32, Sha256(meta, cubin));
+  out.replace(48, 32, PayloadSha256(meta, cubin));
   PutU64(out, 80, meta.size());
   PutU64(out, 88, cubin.size());
   PutU64(out, kLastUsedOffset, static_cast<uint64_t>(entry.meta.last_used_unix));
@@ -144,7 +144,7 @@ StatusOr<Entry> DecodeEntry(std::string_view file, std::string_view expected_key
   }
   const std::string_view meta = file.substr(kHeaderBytes, meta_len);
   const std::string_view cubin = file.substr(kHeaderBytes + meta_len);
-  if (file.substr(48, 32) != std::string_view(Sha256(meta, cubin))) return Bad("payload checksum mismatch");
+  if (file.substr(48, 32) != std::string_view(PayloadSha256(meta, cubin))) return Bad("payload checksum mismatch");
   Entry e;
   e.key = std::string(expected_key);
   KJIT_RETURN_IF_ERROR(DecodeMeta(Av(meta), &e.meta));

@@ -33,6 +33,9 @@ inline constexpr size_t kLastUsedOffset = 96;
 // No cubin of ours comes near this (the largest is a few MiB); a bigger file is refused unread.
 inline constexpr uint64_t kMaxEntryBytes = uint64_t{256} << 20;
 
+// The SHA-256 of the payload (metadata text, then cubin) that bytes 48..80 hold.
+std::string PayloadSha256(std::string_view meta, std::string_view cubin);
+
 // The whole file for `entry` (entry.key must be a valid key).
 std::string EncodeEntry(const Entry& entry);
 

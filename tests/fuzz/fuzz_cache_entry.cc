@@ -2,8 +2,6 @@
 // the whole file; odd, the rest is "metadata\0cubin" wrapped in a valid header (right lengths, key
 // digest and checksum), so the metadata parser behind the checksum is reached. A decoded entry must
 // encode back to a file that decodes to the same entry.
-#include <openssl/evp.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -35,15 +33,8 @@ std::string Wrap(std::string_view meta, std::string_view cubin) {
   std::memcpy(file.data() + 16, digest.data(), 32);
   PutU64(&file, 80, meta.size());
   PutU64(&file, 88, cubin.size());
-  unsigned char sum[32];
-  unsigned int n = 0;
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  EVP_DigestUpdate(ctx, meta.data(), meta.size());
-  EVP_DigestUpdate(ctx, cubin.data(), cubin.size());
-  EVP_DigestFinal_ex(ctx, sum, &n);
-  EVP_MD_CTX_free(ctx);
-  std::memcpy(file.data() + 48, sum, 32);
+  const std::string sum = PayloadSha256(meta, cubin);
+  std::memcpy(file.data() + 48, sum.data(), 32);
   file.append(meta);
   file.append(cubin);
   return file;
