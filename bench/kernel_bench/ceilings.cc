@@ -1,5 +1,8 @@
 #include "bench/kernel_bench/ceilings.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 
 namespace kjit::bench {
@@ -9,7 +12,7 @@ kernels::Specialization MmaPeakSpecialization() {
   s.family = "bench";
   s.name = "mma_peak";
   s.entry_source = "bench/mma_peak.cu";
-  s.name_expressions = {"kjit::bench::MmaPeak"};
+  s.name_expressions = {"kjit::bench::MmaPeak", "kjit::bench::ClockProbe"};
   return s;
 }
 
@@ -46,6 +49,27 @@ StatusOr<Ceilings> MeasureCeilings(const kernels::KernelTable& kernels, const dr
     c.mma_flops_per_s = flops / (ms * 1e-3);
   }
   return c;
+}
+
+StatusOr<double> MeasureSmClockHz(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev, CUstream stream) {
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  KJIT_ASSIGN_OR_RETURN(CUfunction f, kernels.Function("bench", "mma_peak", "kjit::bench::ClockProbe"));
+  const unsigned ctas = static_cast<unsigned>(std::max(1, dev.sm_count));
+  KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer buf, driver::DeviceBuffer::Alloc(ctas * 16));
+  unsigned long long spin_ns = 200000;
+  CUdeviceptr out = buf.get();
+  void* args[] = {&spin_ns, &out};
+  KJIT_RETURN_IF_ERROR(
+      driver::Check(api->cuLaunchKernel(f, ctas, 1, 1, 32, 1, 1, 0, stream, args, nullptr), "clock probe launch"));
+  KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "clock probe"));
+  std::vector<unsigned long long> v(2 * ctas);
+  KJIT_RETURN_IF_ERROR(buf.CopyToHost(v.data(), v.size() * 8, 0));
+  std::vector<double> hz;
+  for (unsigned i = 0; i < ctas; ++i)
+    if (v[2 * i + 1] > 0) hz.push_back(static_cast<double>(v[2 * i]) / static_cast<double>(v[2 * i + 1]) * 1e9);
+  if (hz.empty()) return absl::InternalError("clock probe recorded nothing");
+  std::nth_element(hz.begin(), hz.begin() + hz.size() / 2, hz.end());
+  return hz[hz.size() / 2];
 }
 
 }  // namespace kjit::bench

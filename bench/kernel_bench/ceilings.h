@@ -19,6 +19,10 @@ kernels::Specialization MmaPeakSpecialization();
 StatusOr<Ceilings> MeasureCeilings(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev,
                                    CUstream stream);
 
+// The SM clock (Hz) now: the median over one CTA per SM of clock64 cycles per %globaltimer ns,
+// counted over 200 us.
+StatusOr<double> MeasureSmClockHz(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev, CUstream stream);
+
 // Median of `reps` timings (ms) of `enqueue` on `stream`, each between its own pair of events.
 template <typename F>
 StatusOr<double> MedianMs(CUstream stream, int reps, F&& enqueue);

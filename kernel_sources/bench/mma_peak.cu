@@ -32,3 +32,24 @@ __global__ void __launch_bounds__(256) MmaPeak(int iters, float* out) {
 
 }  // namespace bench
 }  // namespace kjit
+
+namespace kjit {
+namespace bench {
+
+// The SM clock: thread 0 of each CTA counts SM cycles (clock64) over at least spin_ns of
+// %globaltimer; out[2 * cta] = cycles, out[2 * cta + 1] = ns.
+__global__ void __launch_bounds__(32) ClockProbe(unsigned long long spin_ns, unsigned long long* out) {
+  if (threadIdx.x != 0) return;
+  unsigned long long t0, t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  const long long c0 = clock64();
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+  } while (t1 - t0 < spin_ns);
+  const long long c1 = clock64();
+  out[2 * blockIdx.x] = static_cast<unsigned long long>(c1 - c0);
+  out[2 * blockIdx.x + 1] = t1 - t0;
+}
+
+}  // namespace bench
+}  // namespace kjit

@@ -10,6 +10,7 @@
 #include "common/sync.cuh"
 #include "mla_verify/params.h"
 #include "mla_verify/request.cuh"
+#include "mla_verify/timeline.cuh"
 #include "mla_verify/traits.h"
 
 namespace kjit {
@@ -63,6 +64,7 @@ __device__ __forceinline__ void CombineRows(const MlaVerifyParams& p, CombineSme
   // completes before the split kernel's.
   const Request rq = LoadRequest(p, b);  // a bad request was reported by the split kernel
   WaitForPrimaryGrid();
+  KJIT_STAMP_COMBINE(kTlcWaited);
   if (blockIdx.x == 0 && b == 0) PublishErrors(p);
   const bool active = rq.ok && row < rq.draft * kHeads;  // uniform over each slice
   if (kWide && !active) return;                          // one row per CTA: uniform over it
@@ -162,7 +164,7 @@ __device__ __forceinline__ void CombineRows(const MlaVerifyParams& p, CombineSme
 template <int kHeads>
 __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   __shared__ CombineSmem sm;
-  if (!CombineWide(p.num_splits + 1)) {  // uniform over the grid
+  if (p.combine_row_parts == 0) {  // uniform over the grid
     CombineRows<kHeads, 0>(p, sm);
   } else if (p.combine_row_parts == 1) {
     CombineRows<kHeads, 1>(p, sm);

@@ -7,6 +7,7 @@
 #include "mla_verify/split_kernel.cuh"
 #include "mla_verify/split_wgmma.cuh"
 #include "common/sync.cuh"
+#include "mla_verify/timeline.cuh"
 
 // sm_90 runs the warpgroup-MMA tile, which needs the arch-specific target (the runtime compiles
 // this family for sm_90a on sm_90 devices; see runtime/kernels/mla_verify_family.cc).
@@ -48,6 +49,7 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
     MlaVerifySplit(const __grid_constant__ MlaVerifyParams p) {
   static_assert(kHeads == 8 || kHeads == 16 || kHeads == 32 || kHeads == 64 || kHeads == 128,
                 "heads per rank");
+  KJIT_STAMP(kTlEntry);
   AllowDependentLaunch();  // the combine's CTAs may occupy idle SMs; they wait for this grid
   if (threadIdx.x == 0) CtaErrors() = 0;
   __syncthreads();
@@ -60,12 +62,15 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
   if (threadIdx.x == 0)
     p.error_slots[(static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x] =
         CtaErrors();
+  KJIT_STAMP(kTlExit);
 }
 
 template <int kHeads>
 __global__ void __launch_bounds__(kCombineThreads)
     MlaVerifyCombine(const __grid_constant__ MlaVerifyParams p) {
+  KJIT_STAMP_COMBINE(kTlcEntry);
   CombineBody<kHeads>(p);  // waits for the split kernel's grid (griddepcontrol.wait) in every CTA
+  KJIT_STAMP_COMBINE(kTlcExit);
 }
 
 }  // namespace mla

@@ -13,6 +13,7 @@
 #include "mla_verify/mask.cuh"
 #include "mla_verify/params.h"
 #include "mla_verify/request.cuh"
+#include "mla_verify/timeline.cuh"
 #include "mla_verify/traits.h"
 
 namespace kjit {
@@ -37,6 +38,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   const int g = warp / kColGroups, cg = warp % kColGroups;
 
   const Request rq = LoadRequest(p, b);
+  KJIT_STAMP(kTlRequest);
   if (!rq.ok) {
     if (tid == 0 && split == 0 && m_tile == 0) RaiseError(kErrBadIndptr);
     return;
@@ -107,6 +109,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   }
   gather(0);
   CpAsyncCommit();
+  KJIT_STAMP(kTlTile0Issued);
 
   float o[Cfg::kMTiles][Cfg::kVNTiles][4];
   float m_run[Cfg::kMTiles][2], l_run[Cfg::kMTiles][2];
@@ -133,6 +136,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   for (int t = 0; t < num_tiles; ++t) {
     CpAsyncWait<0>();
     __syncthreads();  // tile t visible to all; every warp is done with tile t-1's stage
+    if (t == 0) KJIT_STAMP(kTlQLanded);
     if (t + 1 < num_tiles) gather(t + 1);
     CpAsyncCommit();
     const bool stage_next = tid < kTile && t + 2 < num_tiles;
@@ -310,6 +314,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
 
   // ---- Row sums across the four warps of a row group, then the normalized partial state.
   __syncthreads();
+  KJIT_STAMP(kTlLoopEnd);
 #pragma unroll
   for (int mt = 0; mt < Cfg::kMTiles; ++mt)
 #pragma unroll

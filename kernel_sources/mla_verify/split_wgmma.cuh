@@ -3,9 +3,10 @@
 // into the workspace), computed with warpgroup MMAs that read both operands from shared memory.
 //
 // Three warpgroups. Warpgroup 2, the producer, stages each tile's row source addresses (from slot
-// indices loaded a tile ahead and checked; in the tree CTA also each query row's mask bits) and
+// indices loaded a tile ahead and checked) and
 // gathers whole tiles with cp.async into a 2-stage ring, each stage as two parts (groups 0-3 and 8,
-// then groups 4-7) whose "full" mbarriers cp.async itself completes. The two consumer warpgroups
+// then groups 4-7) whose "full" mbarriers cp.async itself completes; in the tree CTA, consumer
+// warpgroup 0 stages each query row's mask bits while Q is in flight. The two consumer warpgroups
 // share the work "seesaw" style (FlashMLA's schedule): warpgroup w owns the tiles t with t % 2 == w.
 // For its own tile the owner computes S = Q.K^T (36 wgmma m64n64k16, Q and K from shared memory)
 // and the online softmax against the running max the other warpgroup published for tile t-1, writes
@@ -31,6 +32,7 @@
 #include "mla_verify/mask.cuh"
 #include "mla_verify/params.h"
 #include "mla_verify/request.cuh"
+#include "mla_verify/timeline.cuh"
 #include "mla_verify/traits.h"
 
 namespace kjit {
@@ -145,6 +147,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wq = warp & 3;
 
   const Request rq = LoadRequest(p, b);
+  KJIT_STAMP(kTlRequest);
   if (!rq.ok) {
     if (tid == 0 && split == 0 && m_tile == 0) RaiseError(kErrBadIndptr);
     return;
@@ -173,7 +176,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
 
   // Barriers. Named: the producer's own warps (tile t's indices staged); the consumers' epilogue.
   // mbarriers: Q landed; per stage s and part h "full" (the part landed; for part A also the
-  // indices' valid bits, or in the tree CTA the mask bits, are visible); per stage "empty" (both
+  // indices' valid bits are visible); per stage "empty" (both
   // consumer warpgroups are done with it); per tile parity "P ready" (the owner wrote the tile's P,
   // alpha and running max).
   constexpr int kBarProducer = 3;
@@ -185,7 +188,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   if (tid == 0) {
     MbarInit(bar_q, kProducers);
     for (int s = 0; s < 2; ++s) {
-      // Part A: every producer thread's copies and its plain arrival (the valid or mask bits);
+      // Part A: every producer thread's copies and its plain arrival (the valid bits);
       // part B: the copies.
       MbarInit(SmemAddr(&sm.full[s][0]), 2 * kProducers);
       MbarInit(SmemAddr(&sm.full[s][1]), kProducers);
@@ -197,15 +200,9 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
 
   if (wg == 2) {
     // ---- Producer: Q, then per tile t the indices (loaded one tile ahead) and the tile, part A
-    // first (Q.K^T starts on it), once both consumers are done with tile t - 2. The tree CTA also
-    // stages each tile's mask bits, while the tile's copies are in flight.
+    // first (Q.K^T starts on it), once both consumers are done with tile t - 2.
     WarpgroupRegsDec<kProducerRegs>();
     const int pw = warp - 8;  // producer warp 0-3
-    TreeMask<kPackedMask> mask;
-    if (tree) {
-      mask.Init(p, b, rq);
-      if (!mask.ok && i == 0) RaiseError(kErrBadIndptr);
-    }
     CopyTileRows(q_addr, pw, 4, lane, [&](int row, bool* ok) {
       const int rg = m0 + row;
       *ok = rg < rows_b;
@@ -231,19 +228,28 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       const unsigned stage = SmemAddr(sm.kv[t & 1]);
       GatherTileRows<kPartA>(stage, pw, lane, sm.idx[t % kIdxRing], kv_base);
       CpAsyncMbarArrive(full_bar(t, 0));
-      if (!tree) MbarArrive(full_bar(t, 0));  // sm.valid of tile t
+      MbarArrive(full_bar(t, 0));  // sm.valid of tile t (the tree CTA's consumers stage its mask bits)
       GatherTileRows<kPartB>(stage, pw, lane, sm.idx[t % kIdxRing], kv_base);
       CpAsyncMbarArrive(full_bar(t, 1));
-      if (tree) {
-        StageTreeBits<kHeads>(mask, p, rq.draft, m0, pw, lane, t, sm.tree_bits);
-        MbarArrive(full_bar(t, 0));  // sm.tree_bits of tile t (the only one)
-      }
+      if (t == 0) KJIT_STAMP_BY(kTlTile0Issued, kConsumers);
     }
     CpAsyncWait<0>();  // every copy has landed by now (the consumers waited for them); for the tools
     return;
   }
 
   WarpgroupRegsInc<kConsumerRegs>();
+  // The tree CTA's one tile (D <= 64) of mask bits, staged by warpgroup 0 while Q and the tile are
+  // in flight, so that the mask's loads are off the path to the first S (the producer staging them
+  // after its copies made the tree CTA the last of a short-prefix launch).
+  if (tree) {
+    if (wg == 0) {
+      TreeMask<kPackedMask> mask;
+      mask.Init(p, b, rq);
+      if (!mask.ok && tid == 0) RaiseError(kErrBadIndptr);
+      StageTreeBits<kHeads>(mask, p, rq.draft, m0, wq, lane, 0, sm.tree_bits);
+    }
+    NamedBarrier(kBarConsumers, kConsumers);  // sm.tree_bits visible to both consumer warpgroups
+  }
   // This thread's accumulator rows (both warpgroups use the same rows; O columns differ).
   const int row0 = 16 * wq + (lane >> 2);
   float o[128];
@@ -314,6 +320,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
 
   MbarWait(bar_q, 0);
   FenceProxyAsyncShared();
+  KJIT_STAMP(kTlQLanded);
   if (wg == 1 && num_tiles > 1) issue_qk(1);  // overlaps warpgroup 0's first tile
   for (int t = 0; t < num_tiles; ++t) {
     const int par = t & 1;
@@ -325,6 +332,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       if (t != 1) issue_qk(t);
       WgmmaWait<0>();
       WgmmaPin(s);
+      if (t == 0) KJIT_STAMP(kTlFirstS);
       float alpha[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -390,6 +398,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       pv_and_release(t);
     }
   }
+  KJIT_STAMP(kTlLoopEnd);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float l = QuadSum(l_own[h]);
@@ -431,6 +440,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     }
   }
   NamedBarrier(kBarConsumers, kConsumers);
+  KJIT_STAMP(kTlStaged);
   const int rows = rows_b - m0 < kRows ? rows_b - m0 : kRows;
   uint4* out = reinterpret_cast<uint4*>(part_o + static_cast<long long>(m0) * kVDim);
   for (int i = tid; i < rows * 64; i += kConsumers) {

@@ -130,15 +130,17 @@ enum TileId : int { kTileArch = 0, kTile32x16 = 1, kTile64x64 = 2 };
 constexpr int kNumTileIds = 3;
 
 // Combine: CTAs of kCombineThreads threads, each thread 8 output columns of one query row (one
-// 16-byte load of bf16 partial O per state), kCombineBatch states per memory round trip.
-// - Up to kCombineOneSliceMaxStates states: a CTA serves kCombineRowsPerCta rows, one slice of 64
-//   threads each, which merges all of its row's states. (Launches with many rows, 64 heads or
-//   batches, stay about one wave: a CTA's 512 threads at 86 registers leave no room for a second on
-//   an SM.)
-// - More ("wide"): a row is served by `parts` CTAs (CombineRowParts: 2 when twice the rows still fit
-//   one wave, so few-row launches use twice the SMs, else 1), each covering 512 / parts columns with
+// 16-byte load of bf16 partial O per state), kCombineBatch states per memory round trip. Two
+// layouts; the plan picks one per launch (MlaVerifyParams::combine_row_parts):
+// - Narrow (parts 0; up to kCombineOneSliceMaxStates states): a CTA serves kCombineRowsPerCta rows,
+//   one slice of 64 threads each, which merges all of its row's states. Launches with many rows (64
+//   heads or batches) stay about one wave: a CTA's 512 threads at ~86 registers leave no room for a
+//   second on an SM.
+// - Wide (parts 1 or 2): a row is served by `parts` CTAs, each covering 512 / parts columns with
 //   8 * parts slices of 64 / parts threads. Slice k takes states k, k + 8 * parts, ...; the slices are
-//   merged in slice order, bitwise deterministic.
+//   merged in slice order, bitwise deterministic. Needed past kCombineOneSliceMaxStates states, and
+//   faster for launches with few rows (a short prefix: 128 rows over 17 states read by 16 narrow
+//   CTAs took ~3 us, bench/results/kernel_bench-2026-12-02-h200-short.md).
 // (Four slice counts per row as template parameters, 71 KB of combine code, measured 1-1.5 us
 // slower on the H200: every SM fetches the combine's instructions cold on every launch. The three
 // layouts here, 37 KB, measured no slower than the two before them, 24 KB. Batches of 16 states were
@@ -152,16 +154,12 @@ constexpr int kCombineBatch = 9;
 constexpr int kCombineMaxStates = 1024;  // num_splits + 1 (the plan enforces it)
 constexpr int kCombineOneSliceMaxStates = 32;
 
+// Whether `states` per row need the wide layout.
 KJIT_MLA_HOST_DEVICE constexpr bool CombineWide(int states) { return states > kCombineOneSliceMaxStates; }
-// The CTAs per query row of a wide combine: 2 when rows * 2 CTAs fit on `sms` SMs, else 1 (1 for a
-// narrow one).
-KJIT_MLA_HOST_DEVICE constexpr int CombineRowParts(long long rows, int states, int sms) {
-  return CombineWide(states) && rows * kCombineMaxRowParts <= sms ? kCombineMaxRowParts : 1;
-}
-// The combine's CTAs per request (its grid's x) for rows_cap rows.
-KJIT_MLA_HOST_DEVICE constexpr unsigned CombineCtasPerRequest(unsigned rows_cap, int states, int parts) {
-  return CombineWide(states) ? rows_cap * static_cast<unsigned>(parts)
-                             : (rows_cap + kCombineRowsPerCta - 1) / kCombineRowsPerCta;
+// The combine's CTAs per request (its grid's x) for rows_cap rows: narrow for parts == 0, else
+// `parts` per row.
+KJIT_MLA_HOST_DEVICE constexpr unsigned CombineCtasPerRequest(unsigned rows_cap, int parts) {
+  return parts > 0 ? rows_cap * static_cast<unsigned>(parts) : (rows_cap + kCombineRowsPerCta - 1) / kCombineRowsPerCta;
 }
 
 }  // namespace mla

@@ -43,7 +43,8 @@ namespace kjit::driver {
   X(cuGetErrorName, 6000) X(cuGetErrorString, 6000) X(cuMemHostRegister, 6050)                    \
   X(cuMemHostUnregister, 4000) X(cuMemHostGetDevicePointer, 3020) X(cuMemAllocAsync, 11020)      \
   X(cuMemFreeAsync, 11020) X(cuStreamWaitValue32, 11070) X(cuPointerGetAttribute, 4000)                  \
-  X(cuStreamIsCapturing, 10000) X(cuPointerGetAttributes, 7000)
+  X(cuStreamIsCapturing, 10000) X(cuPointerGetAttributes, 7000) X(cuFuncGetModule, 11000)            \
+  X(cuModuleGetGlobal, 3020)
 
 struct Api {
 #define KJIT_CU_API_MEMBER(name, version) decltype(&::name) name = nullptr;

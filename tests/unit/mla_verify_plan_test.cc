@@ -155,7 +155,7 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   EXPECT_EQ(plan->main.grid[2], static_cast<unsigned>(plan->num_splits) + 1);  // the tree slab last
   EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::TileWgmma64x64::kThreads));
   EXPECT_EQ(plan->main.dynamic_smem, static_cast<unsigned>(mla::kWgmmaSmemBytes));
-  EXPECT_EQ(plan->combine.grid[0], mla::CombineCtasPerRequest(rows, plan->num_splits + 1, plan->combine_row_parts));
+  EXPECT_EQ(plan->combine.grid[0], mla::CombineCtasPerRequest(rows, plan->combine_row_parts));
   EXPECT_EQ(plan->combine.block[0], static_cast<unsigned>(mla::kCombineThreads));
   EXPECT_EQ(plan->combine.grid[1], 3u);
   EXPECT_TRUE(plan->combine.programmatic_dependent);  // sm_90: griddepcontrol
@@ -224,40 +224,56 @@ TEST(MlaVerifyPlanTest, SplitsFillTheMachineForLongPrefixesOnly) {
   EXPECT_EQ(PlanMlaVerify(Problem(1, 8, 16, 65536), H200(), {.num_splits = 7})->num_splits, 7);
 }
 
-TEST(MlaVerifyPlanTest, CombineGridServesSeveralRowsPerCtaWhenStatesAreFew) {
-  // Up to kCombineOneSliceMaxStates states: kCombineRowsPerCta rows per CTA; more: `parts` CTAs per
-  // row, two only for wide combines whose rows twice over still fit the SMs.
+TEST(MlaVerifyPlanTest, CombineLayoutFollowsItsModel) {
+  using internal::MlaVerifyCombineParts;
+  // Past kCombineOneSliceMaxStates states only the wide layouts merge a row.
   EXPECT_FALSE(mla::CombineWide(1));
   EXPECT_FALSE(mla::CombineWide(mla::kCombineOneSliceMaxStates));
   EXPECT_TRUE(mla::CombineWide(mla::kCombineOneSliceMaxStates + 1));
-  EXPECT_EQ(mla::CombineCtasPerRequest(17, 9, 1), 3u);
-  EXPECT_EQ(mla::CombineCtasPerRequest(17, 65, 1), 17u);
-  EXPECT_EQ(mla::CombineCtasPerRequest(17, 65, 2), 34u);
-  EXPECT_EQ(mla::CombineRowParts(64, 133, 132), 2);
-  EXPECT_EQ(mla::CombineRowParts(67, 133, 132), 1);
-  EXPECT_EQ(mla::CombineRowParts(64, mla::kCombineOneSliceMaxStates, 132), 1);
+  EXPECT_EQ(mla::CombineCtasPerRequest(17, 0), 3u);  // narrow: 8 rows per CTA, rounded up
+  EXPECT_EQ(mla::CombineCtasPerRequest(17, 1), 17u);
+  EXPECT_EQ(mla::CombineCtasPerRequest(17, 2), 34u);
+  // Many states: two CTAs per row while the rows twice over fit the SMs (K7: 64 rows), else one.
+  EXPECT_EQ(MlaVerifyCombineParts(1, 64, 133, 132), 2);
+  EXPECT_EQ(MlaVerifyCombineParts(1, 128, 65, 132), 1);
+  EXPECT_EQ(MlaVerifyCombineParts(1, 128, mla::kCombineOneSliceMaxStates + 1, 132), 1);
+  // Few states and many rows (H64, batches): narrow, about one wave.
+  EXPECT_EQ(MlaVerifyCombineParts(1, 1024, 9, 132), 0);
+  EXPECT_EQ(MlaVerifyCombineParts(8, 128, 9, 132), 0);
+  EXPECT_EQ(MlaVerifyCombineParts(2, 528, 4, 132), 0);
+  // Few rows over few states (a short prefix, H8 D16 P1k: 16 splits): one CTA per row, not 16
+  // narrow CTAs reading 136 KB each.
+  EXPECT_EQ(MlaVerifyCombineParts(1, 128, 17, 132), 1);
+  // Twice the rows: one CTA per row would take two waves; narrow (measured 0.5 us faster).
+  EXPECT_EQ(MlaVerifyCombineParts(2, 128, 17, 132), 0);
+  EXPECT_GE(MlaVerifyCombineParts(1, 16, 2, 132), 1);
   // The smallest slice still covers its part of the 512 columns, 8 per thread.
   EXPECT_EQ(mla::kCombineThreads / mla::kCombineMaxSlices * 8 * mla::kCombineMaxRowParts, 512);
-  // H64 D16 P64k: 1,024 rows and few splits; a CTA per row would be eight waves of one-CTA-per-SM
-  // combines. H8 D16 P64k: many splits, one CTA per row. A row count that is not a multiple of the
-  // rows per CTA rounds the grid up (the last CTA's extra slices return at once).
-  for (const auto& [heads, draft, prefix, forced] : std::vector<std::tuple<int, int, int64_t, int>>{
-           {64, 16, 65536, 0}, {8, 16, 65536, 0}, {8, 16, 16384, 0}, {16, 33, 5000, 3}, {8, 7, 9000, 40}}) {
-    const MlaVerifyProblem p = Problem(2, heads, draft, prefix);
+  // The plans: their grids follow their layouts, within two waves.
+  for (const auto& [batch, heads, draft, prefix, forced] : std::vector<std::tuple<int, int, int, int64_t, int>>{
+           {2, 64, 16, 65536, 0}, {2, 8, 16, 65536, 0}, {2, 8, 16, 16384, 0}, {2, 16, 33, 5000, 3},
+           {2, 8, 7, 9000, 40}, {1, 8, 16, 1024, 0}, {8, 8, 16, 1024, 0}, {1, 8, 8, 65536, 0}}) {
+    const MlaVerifyProblem p = Problem(batch, heads, draft, prefix);
     auto plan = PlanMlaVerify(p, H200(), {.num_splits = forced});
     ASSERT_TRUE(plan.ok()) << plan.status();
     const unsigned rows = static_cast<unsigned>(heads * draft);
     const int states = plan->num_splits + 1;
-    const unsigned per = mla::CombineWide(states) ? 1u : static_cast<unsigned>(mla::kCombineRowsPerCta);
-    EXPECT_EQ(plan->combine_row_parts, 1) << heads << " heads, D " << draft;  // 2 x rows > 132 SMs
-    EXPECT_EQ(plan->combine.grid[0], (rows + per - 1) / per) << heads << " heads, D " << draft;
-    EXPECT_EQ(plan->combine.grid[1], 2u);
-    EXPECT_LE(plan->combine.grid[0] * plan->combine.grid[1], 2u * 132) << heads << " heads, D " << draft;
+    SCOPED_TRACE(::testing::Message() << "B " << batch << " H " << heads << " D " << draft << " P " << prefix);
+    EXPECT_EQ(plan->combine_row_parts, MlaVerifyCombineParts(batch, rows, states, 132));
+    EXPECT_TRUE(!mla::CombineWide(states) || plan->combine_row_parts >= 1);
+    EXPECT_EQ(plan->combine.grid[0], mla::CombineCtasPerRequest(rows, plan->combine_row_parts));
+    EXPECT_EQ(plan->combine.grid[1], static_cast<unsigned>(batch));
+    EXPECT_LE(plan->combine.grid[0] * plan->combine.grid[1], 2u * 132);
   }
-  // H8 D8 P64k (KERNEL.md's K7): 64 rows and over 100 splits: two CTAs per row, 128 of 132 SMs.
+  auto p1k = PlanMlaVerify(Problem(1, 8, 16, 1024), H200());
+  ASSERT_TRUE(p1k.ok()) << p1k.status();
+  EXPECT_EQ(p1k->combine_row_parts, 1);
+  EXPECT_EQ(p1k->combine.grid[0], 128u);
+  auto k5 = PlanMlaVerify(Problem(1, 64, 16, 65536), H200());
+  ASSERT_TRUE(k5.ok()) << k5.status();
+  EXPECT_EQ(k5->combine_row_parts, 0);
   auto k7 = PlanMlaVerify(Problem(1, 8, 8, 65536), H200());
   ASSERT_TRUE(k7.ok()) << k7.status();
-  ASSERT_TRUE(mla::CombineWide(k7->num_splits + 1));
   EXPECT_EQ(k7->combine_row_parts, 2);
   EXPECT_EQ(k7->combine.grid[0], 128u);
 }

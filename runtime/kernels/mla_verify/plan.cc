@@ -186,6 +186,34 @@ double MlaVerifyMakespanTiles(int slots, long ctas_per_split, long prefix_tiles,
   return static_cast<double>(end) / 2 + state_tiles * (splits + 1);
 }
 
+// The combine's time per layout, modelled as waves of one CTA per SM (512 threads at ~86
+// registers), each paying a fixed latency plus its CTA's bytes of partial state (1 KB per row and
+// state) at a per-SM rate. The two constants are fitted to H8 D16 P1k on the H200 (16 splits:
+// one CTA per row against narrow saved 1.3 us at batch 1 and lost 0.5 us at batch 2, where it
+// takes two waves; bench/results/kernel_bench-2026-12-02-h200-short.md). The model keeps the
+// layouts measured best before (narrow for H64 and batches, one or two CTAs per row past 32
+// states) and takes one CTA per row for few rows over few states.
+int MlaVerifyCombineParts(long long batch, unsigned rows_cap, int states, int sms) {
+  constexpr double kLatencyUs = 1.6, kUsPerKb = 1.0 / 92.0;
+  const long long slots = std::max(1, sms);
+  auto model_us = [&](int parts) {
+    const long long ctas = batch * mla::CombineCtasPerRequest(rows_cap, parts);
+    const double kb = parts == 0 ? static_cast<double>(mla::kCombineRowsPerCta) * states
+                                 : static_cast<double>(states) / parts;
+    return static_cast<double>((ctas + slots - 1) / slots) * (kLatencyUs + kb * kUsPerKb);
+  };
+  int best = mla::CombineWide(states) ? 1 : 0;
+  double best_us = model_us(best);
+  for (int parts = best + 1; parts <= mla::kCombineMaxRowParts; ++parts) {
+    const double t = model_us(parts);
+    if (t < best_us * 0.999) {
+      best = parts;
+      best_us = t;
+    }
+  }
+  return best;
+}
+
 }  // namespace internal
 
 std::string MlaVerifySpecializationName(int num_heads, MaskKind mask, int tile) {
@@ -281,8 +309,8 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   plan.main.block[0] = static_cast<unsigned>(tile.threads);
   plan.main.dynamic_smem = static_cast<unsigned>(tile.smem_bytes);
   const int states = plan.num_splits + 1;
-  plan.combine_row_parts = mla::CombineRowParts(static_cast<long long>(p.batch) * rows_cap, states, dev.sm_count);
-  plan.combine.grid[0] = mla::CombineCtasPerRequest(rows_cap, states, plan.combine_row_parts);
+  plan.combine_row_parts = internal::MlaVerifyCombineParts(p.batch, rows_cap, states, dev.sm_count);
+  plan.combine.grid[0] = mla::CombineCtasPerRequest(rows_cap, plan.combine_row_parts);
   plan.combine.grid[1] = static_cast<unsigned>(p.batch);
   plan.combine.block[0] = mla::kCombineThreads;
   plan.combine.programmatic_dependent = dev.cc_major >= 9;  // griddepcontrol: sm_90 and later

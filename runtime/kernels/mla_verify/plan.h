@@ -75,6 +75,9 @@ namespace internal {
 // fixed cost), plus state_tiles per state for the combine. Exposed for its test.
 double MlaVerifyMakespanTiles(int slots, long ctas_per_split, long prefix_tiles, long tree_tiles, int splits,
                               double state_tiles);
+// The combine's layout for `batch` requests of rows_cap rows and `states` states on `sms` SMs:
+// 0 (narrow) or the CTAs per row of the wide layout (traits.h). Exposed for its test.
+int MlaVerifyCombineParts(long long batch, unsigned rows_cap, int states, int sms);
 }  // namespace internal
 
 }  // namespace kjit::kernels
