@@ -172,7 +172,8 @@ Status RunShape(const Bench& bench, const Shape& s, std::string* md, std::string
     std::fflush(stdout);
     absl::StrAppend(md, row, "\n");
     if (opt.timeline) {
-      KJIT_ASSIGN_OR_RETURN(std::string tl, MeasureTimeline(bench.table, plan, bench.stream, 15, launch));
+      KJIT_ASSIGN_OR_RETURN(const double hz, MeasureSmClockHz(bench.table, bench.dev, bench.stream));
+      KJIT_ASSIGN_OR_RETURN(std::string tl, MeasureTimeline(bench.table, plan, bench.stream, 15, hz, launch));
       const std::string head = absl::StrFormat("\n### %s, %d splits (graph %.1f us, eager %.1f us)\n\n", s.label,
                                                plan.num_splits, t.graph_us, t.eager_us);
       std::printf("%s%s", head.c_str(), tl.c_str());

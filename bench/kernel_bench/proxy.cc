@@ -81,9 +81,10 @@ StatusOr<ProxyResidency> Proxy::MatchResidency(const kernels::KernelTable& table
 
 std::string Proxy::HeaderColumns() {
   return " split CTAs | CTAs/SM | waves on 188 | waves here | SM MHz | FLOP/SM-clk | DRAM B/SM-clk | "
-         "% target DRAM share | projected us (model) | target floor us | x target floor | bound |";
+         "% target DRAM share | projected us (per-SM-clock model) | x target floor | projected us (wave model) | "
+         "x target floor | target floor us | bound |";
 }
-std::string Proxy::HeaderRule() { return "---|---|---|---|---|---|---|---|---|---|---|---|"; }
+std::string Proxy::HeaderRule() { return "---|---|---|---|---|---|---|---|---|---|---|---|---|---|"; }
 
 std::string Proxy::Preamble() const {
   return absl::StrFormat(
@@ -95,7 +96,10 @@ std::string Proxy::Preamble() const {
       "not model the target's memory latencies, its L2 (128 MB against 50 MB) or wave quantization, which differs "
       "because a grid planned for %d SMs runs here on %d (both wave counts shown); where the FLOP rate per SM clock "
       "measured here exceeds the target's peak the projection is the target's compute floor, not a measurement of "
-      "the target. The target's DRAM share is %.2f B per SM clock.\n\n",
+      "the target. A second projection, the wave model, scales the time measured here by the clocks and by the "
+      "ratio of the split kernel's waves on the two GPUs (equal CTAs, the same SM cycles per CTA on both): it "
+      "removes the second wave that a grid of one target wave takes here, and it is the better estimate where the "
+      "two differ. The target's DRAM share is %.2f B per SM clock.\n\n",
       target.name, target.sms, target.clock_hz / 1e9, target.dram_bytes_per_s / 1e9, target.mma_flop_per_smclk,
       target.sm.smem_per_sm / 1024, target.sms, target.clock_hz / 1e9, target.dram_bytes_per_s / 1e9, target.sms, sms_,
       target.dram_bytes_per_s / (target.sms * target.clock_hz));
@@ -103,12 +107,13 @@ std::string Proxy::Preamble() const {
 
 std::string Proxy::Columns(const ProxyResidency& r, double flops, double bytes, double measured_s, double hz) const {
   const Projection p = Project(flops, bytes, measured_s, sms_, hz, target);
+  const double waves_s = WaveProjectedSeconds(measured_s, hz, r.split_ctas, r.split_target, sms_, target, p.floor_s);
   const double share = target.dram_bytes_per_s / (target.sms * target.clock_hz);
-  return absl::StrFormat(" %ld | %d | %.2f | %.2f | %.0f | %.0f | %.2f | %.0f | %.1f | %.1f | %.2f | %s |", r.split_ctas,
-                         r.split_target, static_cast<double>(r.split_ctas) / (target.sms * r.split_target),
+  return absl::StrFormat(" %ld | %d | %.2f | %.2f | %.0f | %.0f | %.2f | %.0f | %.1f | %.2f | %.1f | %.2f | %.1f | %s |",
+                         r.split_ctas, r.split_target, static_cast<double>(r.split_ctas) / (target.sms * r.split_target),
                          static_cast<double>(r.split_ctas) / (sms_ * r.split_here), hz / 1e6, p.flop_per_smclk,
-                         p.bytes_per_smclk, 100.0 * p.bytes_per_smclk / share, p.projected_s * 1e6, p.floor_s * 1e6,
-                         p.ratio, p.bound);
+                         p.bytes_per_smclk, 100.0 * p.bytes_per_smclk / share, p.projected_s * 1e6, p.ratio,
+                         waves_s * 1e6, p.floor_s > 0 ? waves_s / p.floor_s : 0, p.floor_s * 1e6, p.bound);
 }
 
 }  // namespace kjit::bench

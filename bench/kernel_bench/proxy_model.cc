@@ -59,4 +59,14 @@ Projection Project(double flops, double bytes, double measured_s, int measured_s
   return p;
 }
 
+double WaveProjectedSeconds(double measured_s, double measured_clock_hz, long ctas, int ctas_per_sm, int measured_sms,
+                            const TargetGpu& target, double floor_s) {
+  if (ctas <= 0 || ctas_per_sm <= 0 || measured_sms <= 0 || target.sms <= 0) return 0;
+  auto waves = [&](long slots) { return static_cast<double>((ctas + slots - 1) / slots); };
+  const double scaled = measured_s * (measured_clock_hz / target.clock_hz) *
+                        waves(static_cast<long>(target.sms) * ctas_per_sm) /
+                        waves(static_cast<long>(measured_sms) * ctas_per_sm);
+  return std::max(scaled, floor_s);
+}
+
 }  // namespace kjit::bench

@@ -73,4 +73,14 @@ struct Projection {
 Projection Project(double flops, double bytes, double measured_s, int measured_sms, double measured_clock_hz,
                    const TargetGpu& target);
 
+// A second model, for grids of equal CTAs: the launch's time is its split kernel's waves times one
+// CTA's time, and a CTA takes the same SM cycles on both GPUs. The target's time is then the time
+// measured here, scaled by the clocks and by the ratio of the waves (ceil(ctas / (sms * ctas per
+// SM)) on each GPU), never below the target's floor. Where the grid planned for the target fills
+// one wave there and two here, the first model charges the target for the second wave's idle SMs
+// here; where the grid fills fewer SMs than the target has, it credits the target with SMs that
+// would idle.
+double WaveProjectedSeconds(double measured_s, double measured_clock_hz, long ctas, int ctas_per_sm, int measured_sms,
+                            const TargetGpu& target, double floor_s);
+
 }  // namespace kjit::bench

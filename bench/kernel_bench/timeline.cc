@@ -41,7 +41,8 @@ const char* const kPointNames[] = {"entry",           "request loaded", "tile 0'
 }  // namespace
 
 StatusOr<std::string> MeasureTimeline(const kernels::KernelTable& table, const kernels::MlaVerifyPlan& plan,
-                                      CUstream stream, int launches, const std::function<Status(int)>& launch) {
+                                      CUstream stream, int launches, double sm_hz,
+                                      const std::function<Status(int)>& launch) {
   using namespace mla;
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   KJIT_ASSIGN_OR_RETURN(CUfunction split, table.Function(plan.family, plan.specialization, plan.main_kernel));
@@ -65,23 +66,28 @@ StatusOr<std::string> MeasureTimeline(const kernels::KernelTable& table, const k
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "timeline: launch"));
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(s.data(), gs.ptr, s.size() * 8), "timeline: read"));
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoH(c.data(), gc.ptr, c.size() * 8), "timeline: read"));
+    // A point's time: the CTA's entry on the global timer, plus SM cycles since its entry.
     uint64_t t0 = UINT64_MAX;
     for (long i = 0; i < split_ctas; ++i) {
-      const uint64_t e = s[i * kTimelinePoints + kTlEntry];
+      const uint64_t e = s[i * kTimelinePoints + kTlEntryGlobal];
       if (e != 0) t0 = std::min(t0, e);
     }
     if (t0 == UINT64_MAX) return absl::InternalError("timeline: no split CTA recorded its entry");
+    auto us = [&](const uint64_t* row, int entry_global, int entry, int point) {
+      const double placed = static_cast<double>(row[entry_global]) - static_cast<double>(t0);
+      return (placed + static_cast<double>(row[point] - row[entry]) / sm_hz * 1e9) / 1e3;
+    };
     std::vector<double> pts[kTlExit + 1][2];
     double last = 0;
     for (long i = 0; i < split_ctas; ++i) {
       const uint64_t* row = &s[i * kTimelinePoints];
-      if (row[kTlEntry] == 0) continue;
+      if (row[kTlEntryGlobal] == 0) continue;
       sms.insert(row[kTlSm]);
       const int kind = i / slab == static_cast<long>(plan.main.grid[2]) - 1 ? 1 : 0;  // the last slab: tree
       for (int pt = 0; pt <= kTlExit; ++pt) {
-        if (row[pt] != 0) pts[pt][kind].push_back((static_cast<double>(row[pt]) - static_cast<double>(t0)) / 1e3);
+        if (row[pt] != 0) pts[pt][kind].push_back(us(row, kTlEntryGlobal, kTlEntry, pt));
       }
-      if (row[kTlExit] != 0) last = std::max(last, (static_cast<double>(row[kTlExit]) - static_cast<double>(t0)) / 1e3);
+      if (row[kTlExit] != 0) last = std::max(last, us(row, kTlEntryGlobal, kTlEntry, kTlExit));
     }
     for (int pt = 0; pt <= kTlExit; ++pt)
       for (int k = 0; k < 2; ++k)
@@ -91,10 +97,10 @@ StatusOr<std::string> MeasureTimeline(const kernels::KernelTable& table, const k
     double cx = 0;
     for (long i = 0; i < combine_ctas; ++i) {
       const uint64_t* row = &c[i * kCombinePoints];
-      if (row[kTlcEntry] == 0) continue;
-      ce.push_back((static_cast<double>(row[kTlcEntry]) - static_cast<double>(t0)) / 1e3);
-      if (row[kTlcWaited] != 0) cw.push_back((static_cast<double>(row[kTlcWaited]) - static_cast<double>(t0)) / 1e3);
-      if (row[kTlcExit] != 0) cx = std::max(cx, (static_cast<double>(row[kTlcExit]) - static_cast<double>(t0)) / 1e3);
+      if (row[kTlcEntryGlobal] == 0) continue;
+      ce.push_back(us(row, kTlcEntryGlobal, kTlcEntry, kTlcEntry));
+      if (row[kTlcWaited] != 0) cw.push_back(us(row, kTlcEntryGlobal, kTlcEntry, kTlcWaited));
+      if (row[kTlcExit] != 0) cx = std::max(cx, us(row, kTlcEntryGlobal, kTlcEntry, kTlcExit));
     }
     if (!ce.empty()) c_entry.push_back(Median(ce));
     if (!cw.empty()) c_waited.push_back(Median(cw));
@@ -102,9 +108,10 @@ StatusOr<std::string> MeasureTimeline(const kernels::KernelTable& table, const k
   }
   std::string md = absl::StrFormat(
       "Timeline: %ld split CTAs (%u per split x %u slabs, the last the tree) on %zu SMs, %ld combine CTAs; "
-      "us from the first split CTA's entry, medians over CTAs and %d launches.\n\n"
+      "us from the first split CTA's entry (each CTA placed by its entry on the global timer, 256 ns steps, and "
+      "timed within by its SM's cycles at %.0f MHz), medians over CTAs and %d launches.\n\n"
       "| point | prefix CTAs | tree CTAs |\n|---|---|---|\n",
-      split_ctas, static_cast<unsigned>(slab), plan.main.grid[2], sms.size(), combine_ctas, launches);
+      split_ctas, static_cast<unsigned>(slab), plan.main.grid[2], sms.size(), combine_ctas, sm_hz / 1e6, launches);
   for (int pt = 0; pt <= kTlExit; ++pt) {
     if (per_point[pt][0].empty() && per_point[pt][1].empty()) continue;  // not stamped by this tile
     absl::StrAppend(&md, "| ", kPointNames[pt], " | ", Us(Median(per_point[pt][0])), " | ",

@@ -2,7 +2,7 @@
 // compiled with -DKJIT_TIMELINE=1, kernel_sources/mla_verify/timeline.cuh), summarized as a
 // markdown table: for each point the median over CTAs (prefix and tree CTAs apart) and over
 // launches, in us from the first split CTA's entry; the last split CTA's exit; the combine's entry,
-// wait and last exit.
+// wait and last exit. sm_hz converts the stamps' SM cycles into time.
 #pragma once
 
 #include <functional>
@@ -16,6 +16,7 @@
 namespace kjit::bench {
 
 StatusOr<std::string> MeasureTimeline(const kernels::KernelTable& table, const kernels::MlaVerifyPlan& plan,
-                                      CUstream stream, int launches, const std::function<Status(int)>& launch);
+                                      CUstream stream, int launches, double sm_hz,
+                                      const std::function<Status(int)>& launch);
 
 }  // namespace kjit::bench

@@ -1,8 +1,10 @@
 // Per-CTA timestamps of the mla_verify kernels, compiled in only with -DKJIT_TIMELINE=1 (kernel_bench
 // --timeline); otherwise every stamp is empty and the kernels are the production ones. Thread 0 of
-// each CTA (for the producer's points, thread 256 of the sm_90a split kernel) writes %globaltimer
-// (ns) at the points below into module globals that kernel_bench reads after each launch; the SM id
-// goes into the last point. CTAs past the arrays' sizes are not recorded.
+// each CTA (for the producer's points, thread 256 of the sm_90a split kernel) writes the SM's
+// cycle counter (clock64) at the points below into module globals that kernel_bench reads after
+// each launch; at its entry it also writes %globaltimer (ns, which this H200 advances in 256 ns
+// steps) to place the CTA against the others, and its SM id. CTAs past the arrays' sizes are not
+// recorded.
 #pragma once
 
 namespace kjit {
@@ -19,10 +21,11 @@ enum TimelinePoint : int {
   kTlStaged = 6,       // normalized partial O staged (sm_90a) or written (mma.sync)
   kTlExit = 7,         // partial state and error slot written
   kTlSm = 8,           // the SM id (not a time)
+  kTlEntryGlobal = 9,  // %globaltimer at the entry
   kTimelinePoints = 10,
 };
 // Combine points.
-enum CombinePoint : int { kTlcEntry = 0, kTlcWaited = 1, kTlcExit = 2, kTlcSm = 3, kCombinePoints = 4 };
+enum CombinePoint : int { kTlcEntry = 0, kTlcWaited = 1, kTlcExit = 2, kTlcSm = 3, kTlcEntryGlobal = 4, kCombinePoints = 5 };
 constexpr int kTimelineCtas = 8192;
 constexpr int kTimelineCombineCtas = 8192;
 
@@ -37,9 +40,14 @@ __device__ unsigned long long kjit_timeline_combine[kjit::mla::kTimelineCombineC
 
 namespace kjit {
 namespace mla {
-__device__ __forceinline__ unsigned long long TimelineNow() {
+__device__ __forceinline__ unsigned long long TimelineGlobal() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ unsigned long long TimelineClock() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));
   return t;
 }
 __device__ __forceinline__ unsigned TimelineSm() {
@@ -53,14 +61,22 @@ __device__ __forceinline__ long long TimelineCta() {
 __device__ __forceinline__ void TimelineStamp(int point, int thread) {
   const long long cta = TimelineCta();
   if (static_cast<int>(threadIdx.x) != thread || cta >= kTimelineCtas) return;
-  kjit_timeline_split[cta * kTimelinePoints + point] = TimelineNow();
-  if (point == kTlEntry) kjit_timeline_split[cta * kTimelinePoints + kTlSm] = TimelineSm();
+  unsigned long long* row = kjit_timeline_split + cta * kTimelinePoints;
+  if (point == kTlEntry) {
+    row[kTlEntryGlobal] = TimelineGlobal();
+    row[kTlSm] = TimelineSm();
+  }
+  row[point] = TimelineClock();
 }
 __device__ __forceinline__ void TimelineCombineStamp(int point) {
   const long long cta = TimelineCta();
   if (threadIdx.x != 0 || cta >= kTimelineCombineCtas) return;
-  kjit_timeline_combine[cta * kCombinePoints + point] = TimelineNow();
-  if (point == kTlcEntry) kjit_timeline_combine[cta * kCombinePoints + kTlcSm] = TimelineSm();
+  unsigned long long* row = kjit_timeline_combine + cta * kCombinePoints;
+  if (point == kTlcEntry) {
+    row[kTlcEntryGlobal] = TimelineGlobal();
+    row[kTlcSm] = TimelineSm();
+  }
+  row[point] = TimelineClock();
 }
 }  // namespace mla
 }  // namespace kjit

@@ -75,5 +75,19 @@ TEST(ProxyModel, ProjectionScalesBySmClocksAndNeverBeatsTheFloor) {
   EXPECT_EQ(Project(1, 1, 0, 132, 1.98e9, t).projected_s, 0);
 }
 
+TEST(ProxyModel, WaveProjectionScalesByClocksAndWaves) {
+  const TargetGpu t = RtxPro6000();
+  // 188 CTAs of one per SM: one wave on the target, two on 132 SMs.
+  EXPECT_NEAR(WaveProjectedSeconds(290e-6, 1.98e9, 188, 1, 132, t, 0), 290e-6 * 1.98 / 2.6 / 2, 1e-12);
+  // 132 CTAs: one wave on both; only the clocks differ.
+  EXPECT_NEAR(WaveProjectedSeconds(16e-6, 1.98e9, 132, 1, 132, t, 0), 16e-6 * 1.98 / 2.6, 1e-12);
+  // 768 CTAs: 5 waves there against 6 here; two CTAs per SM halve both.
+  EXPECT_NEAR(WaveProjectedSeconds(1e-3, 1.98e9, 768, 1, 132, t, 0), 1e-3 * 1.98 / 2.6 * 5 / 6, 1e-12);
+  EXPECT_NEAR(WaveProjectedSeconds(1e-3, 1.98e9, 768, 2, 132, t, 0), 1e-3 * 1.98 / 2.6 * 3 / 3, 1e-12);
+  // Never below the floor; nothing for an empty grid.
+  EXPECT_DOUBLE_EQ(WaveProjectedSeconds(1e-6, 1.98e9, 188, 1, 132, t, 5e-6), 5e-6);
+  EXPECT_EQ(WaveProjectedSeconds(1e-3, 1.98e9, 0, 1, 132, t, 0), 0);
+}
+
 }  // namespace
 }  // namespace kjit::bench
