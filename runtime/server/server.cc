@@ -100,6 +100,10 @@ Status RunDaemon(const Flags& flags) {
     KJIT_ASSIGN_OR_RETURN(d.tcp_token, ReadTokenFile(flags.token_file));
   }
   SetLogLevel(flags.log_level);
+  if (flags.enable_fault_injection) {
+    Log(LogLevel::kWarn, "--enable-fault-injection: any client may make this daemon fault (model kjit_fault_inject); "
+                         "for tests only");
+  }
   RouteLibraryLogs();
   d.regions.SetMaxEntries(static_cast<size_t>(flags.max_regions));
   d.sessions.SetMaxSessions(static_cast<size_t>(flags.max_sessions));

@@ -155,21 +155,24 @@ class KjitClientTest(unittest.TestCase):
         finally:
             d.stop()
 
+    def while_unavailable(self, fn, seconds):
+        """Calls fn until it does not raise UNAVAILABLE (at most `seconds`)."""
+        until = time.time() + seconds
+        while True:
+            try:
+                return fn()
+            except self.kjit.Error as e:
+                if time.time() > until or e.code != UNAVAILABLE:
+                    raise
+                time.sleep(0.1)
+
     def test_a_client_finds_a_restarted_daemon(self):
         # Both archs compiled at startup (into the cache the restarted daemon loads again): prepare
         # then only fetches.
         d = Daemon(["--arch", "sm_90,sm_86"])
         try:
             warm = client(self.kjit, d.target, "in-process", deadline_ms=60000)
-            until = time.time() + 600
-            while True:  # until the daemon's startup compiled both
-                try:
-                    warm.prepare("sm_90")
-                    break
-                except self.kjit.Error as e:
-                    if time.time() > until or e.code != UNAVAILABLE:
-                        raise
-                    time.sleep(0.2)
+            self.while_unavailable(lambda: warm.prepare("sm_90"), 600)  # until startup compiled both
             warm.close()
             c = client(self.kjit, d.target, "in-process", deadline_ms=1500)
             c.prepare("sm_90")
@@ -180,15 +183,7 @@ class KjitClientTest(unittest.TestCase):
             self.assertIn(e.exception.code, (UNAVAILABLE, DEADLINE_EXCEEDED))
             self.assertLess(time.time() - t0, 4)
             d.start()
-            until = time.time() + 120
-            while True:  # the same client, no new one: its channel reconnects
-                try:
-                    c.prepare("sm_86")
-                    break
-                except self.kjit.Error as e:
-                    if time.time() > until or e.code != UNAVAILABLE:
-                        raise
-                    time.sleep(0.05)
+            self.while_unavailable(lambda: c.prepare("sm_86"), 120)  # the same client: its channel reconnects
             c.close()
         finally:
             d.stop()

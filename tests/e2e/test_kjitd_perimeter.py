@@ -434,7 +434,7 @@ class FaultInjectionTest(unittest.TestCase):
         finally:
             self.assertEqual(d.stop(), 0)
 
-    def test_with_the_flag_it_reaches_the_device_check(self):
+    def test_with_the_flag_it_compiles_and_reaches_the_device_check(self):
         grpc, _, _, pb, pbg, _, _ = stubs()
         d = Daemon(["--enable-fault-injection"])
         try:
