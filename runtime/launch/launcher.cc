@@ -284,17 +284,21 @@ Status Launcher::Run(const LaunchRequest& request, LaunchResult* result) const {
   if (!internal::IndexPointersOnDevice(s)) KJIT_RETURN_IF_ERROR(internal::CheckIndexPointers(&s));
   KJIT_ASSIGN_OR_RETURN(DeviceRuntime * dev, options_.device(s.device));
   KJIT_RETURN_IF_ERROR(internal::CheckDevice(s, dev->info().ordinal));
-  Status st = RunOnDevice(dev, &s, result);
-  if (st.code() == absl::StatusCode::kInternal && options_.poisoned) {  // how driver::Check reports launch failures
-    // A sticky CUDA error poisons the context: every later call fails the same way.
-    auto api = driver::Get();
-    std::lock_guard<std::mutex> lock(dev->mu());
-    if (api.ok() && dev->context().MakeCurrent().ok()) {
-      const CUresult r = (*api)->cuCtxSynchronize();
-      if (r != CUDA_SUCCESS) options_.poisoned(std::string(driver::Check(r, "cuCtxSynchronize").message()));
-    }
-  }
-  return st;
+  return AfterDeviceError(dev, RunOnDevice(dev, &s, result));
+}
+
+Status Launcher::AfterDeviceError(DeviceRuntime* dev, Status error) const {
+  if (error.code() != absl::StatusCode::kInternal || !options_.poisoned) return error;
+  // A sticky CUDA error poisons the context: every later call fails the same way.
+  auto api = driver::Get();
+  std::lock_guard<std::mutex> lock(dev->mu());
+  if (!api.ok() || !dev->context().MakeCurrent().ok()) return error;
+  const CUresult r = (*api)->cuCtxSynchronize();
+  if (r == CUDA_SUCCESS) return error;
+  options_.poisoned(std::string(driver::Check(r, "cuCtxSynchronize").message()));
+  return absl::UnavailableError(absl::StrCat(error.message(), "; GPU ", dev->info().ordinal,
+                                             "'s context is unusable: kjitd stops so that its supervisor restarts "
+                                             "it (retry then; the kernel cache is kept)"));
 }
 
 }  // namespace kjit::launch

@@ -48,6 +48,11 @@ class Launcher {
   // reports them. `result` is filled as far as the launch got (family, outputs' descriptions).
   Status Run(const LaunchRequest& request, LaunchResult* result) const;
 
+  // What a launch's error on `dev` becomes: when the error (INTERNAL, as driver::Check reports a
+  // failed launch) left the context unusable, Options::poisoned is called and the answer is
+  // UNAVAILABLE (the daemon stops to be restarted: a later call may succeed); otherwise `error`.
+  Status AfterDeviceError(DeviceRuntime* dev, Status error) const;
+
  private:
   Options options_;
 };

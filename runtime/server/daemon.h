@@ -23,6 +23,7 @@ namespace kjit::server {
 struct Daemon {
   Daemon();
   Flags flags;
+  std::string tcp_token;  // --token-file's token ("": none); never logged
   std::vector<std::unique_ptr<launch::DeviceRuntime>> devices;  // empty: compile-only
   std::string compile_only_reason;                      // why devices is empty
   std::unique_ptr<cache::CubinCache> cache;

@@ -62,7 +62,8 @@ bool IsLoopbackListen(const std::string& listen) {
 std::string Usage() {
   return "usage: kjitd [--socket PATH] [--listen HOST:PORT] [--cache-dir DIR] [--arch sm_XX[,sm_YY]]\n"
          "             [--log-level error|warn|info|debug] [--ring-spin-us N] [--allow-tcp-system-shm]\n"
-         "             [--max-request-bytes N] [--max-regions N] [--max-sessions N] [--max-rings N] [--help]\n"
+         "             [--max-request-bytes N] [--max-regions N] [--max-sessions N] [--max-rings N]\n"
+         "             [--token-file PATH] [--enable-fault-injection] [--help]\n"
          "  --socket     Unix socket (default " + DefaultSocketPath() + ")\n"
          "  --listen     also serve TCP on HOST:PORT (e.g. 127.0.0.1:8001); off unless given\n"
          "  --cache-dir  cubin cache directory (default $KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit,\n"
@@ -79,6 +80,12 @@ std::string Usage() {
          "  --max-regions   registered regions and events together (default 16384)\n"
          "  --max-sessions  open sessions (default 256)\n"
          "  --max-rings     launch rings (default 64; each has a poller thread)\n"
+         "  --token-file  every call over TCP must carry this file's token as gRPC metadata kjit-token\n"
+         "               (clients: KJIT_TOKEN_FILE); the file must be readable by its owner only (chmod 600),\n"
+         "               one line of at least 16 characters. The Unix socket needs no token, and the health\n"
+         "               service (and reflection) stay open for probes\n"
+         "  --enable-fault-injection  TEST ONLY: serve the model kjit_fault_inject, whose launch writes to\n"
+         "               an invalid address and so poisons the GPU context (kjitd then exits 1)\n"
          "Without a CUDA driver or GPU kjitd runs compile-only: it fills the cache for --arch and\n"
          "answers ModelInfer with FAILED_PRECONDITION.\n";
 }
@@ -94,14 +101,15 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       arg = arg.substr(0, eq);
       has_value = true;
     }
-    if (arg == "--help" || arg == "-h" || arg == "--allow-tcp-system-shm") {
+    if (arg == "--help" || arg == "-h" || arg == "--allow-tcp-system-shm" || arg == "--enable-fault-injection") {
       if (has_value) return absl::InvalidArgumentError(absl::StrCat(arg, " takes no value"));
-      (arg == "--allow-tcp-system-shm" ? f.allow_tcp_system_shm : f.help) = true;
+      (arg == "--allow-tcp-system-shm" ? f.allow_tcp_system_shm
+       : arg == "--enable-fault-injection" ? f.enable_fault_injection : f.help) = true;
       continue;
     }
     if (arg != "--socket" && arg != "--listen" && arg != "--cache-dir" && arg != "--arch" &&
         arg != "--log-level" && arg != "--ring-spin-us" && arg != "--max-request-bytes" &&
-        arg != "--max-regions" && arg != "--max-sessions" && arg != "--max-rings") {
+        arg != "--max-regions" && arg != "--max-sessions" && arg != "--max-rings" && arg != "--token-file") {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag '", argv[i], "'\n", Usage()));
     }
     if (!has_value) {
@@ -114,6 +122,10 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       f.listen = value;
     }
     if (arg == "--cache-dir") f.cache_dir = value;
+    if (arg == "--token-file") {
+      if (value.empty()) return absl::InvalidArgumentError("--token-file needs a path");
+      f.token_file = value;
+    }
     if (arg == "--log-level") {
       if (value != "error" && value != "warn" && value != "info" && value != "debug") {
         return absl::InvalidArgumentError(absl::StrCat("--log-level: unknown level '", value, "'"));

@@ -23,6 +23,11 @@ struct Flags {
   int64_t max_regions = 16384;      // registered regions and events together
   int64_t max_sessions = 256;       // open sessions (each holds a thread)
   int64_t max_rings = 64;           // launch rings (each is a poller thread)
+  // A file holding a shared token that every call over TCP must carry (metadata kjit-token); ""
+  // -> none. The Unix socket and the health service need no token (token.h).
+  std::string token_file;
+  // Test only: serves the model kjit_fault_inject, whose launch faults on purpose (fault_inject.h).
+  bool enable_fault_injection = false;
   bool help = false;
 };
 

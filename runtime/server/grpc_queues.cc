@@ -37,7 +37,8 @@ class UnaryCall final : public Call {
     // An exception must not leave this thread (it would end the process): out of memory is the
     // client's RESOURCE_EXHAUSTED, anything else INTERNAL, and the daemon keeps serving.
     try {
-      status = (service_->*kHandle)(ctx_, request_, &response_);
+      status = service_->CheckToken(ctx_);  // what every synchronous handler checks first too
+      if (status.ok()) status = (service_->*kHandle)(ctx_, request_, &response_);
     } catch (const std::bad_alloc&) {
       response_ = Response();
       status = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,

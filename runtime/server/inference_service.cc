@@ -7,6 +7,7 @@
 #include "runtime/kernels/registry.h"
 #include "runtime/launch/launcher.h"
 #include "runtime/server/grpc_status.h"
+#include "runtime/server/token.h"
 #include "runtime/server/infer_decode.h"
 #include "runtime/server/model_stats.h"
 
@@ -38,29 +39,36 @@ inference::DataType ConfigType(const std::string& first) {
 
 }  // namespace
 
+grpc::Status InferenceService::CheckToken(const grpc::ServerContext& ctx) const {
+  return server::CheckToken(ctx, d_->tcp_token);
+}
+
 grpc::Status InferenceService::Live(const grpc::ServerContext&, const inference::ServerLiveRequest&,
                                     inference::ServerLiveResponse* resp) {
   resp->set_live(true);
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
+grpc::Status InferenceService::ServerReady(grpc::ServerContext* ctx, const inference::ServerReadyRequest*,
                                            inference::ServerReadyResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   resp->set_ready(d_->ready.load());
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* req,
+grpc::Status InferenceService::ModelReady(grpc::ServerContext* ctx, const inference::ModelReadyRequest* req,
                                           inference::ModelReadyResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   // Unknown models are simply not ready (what Triton answers too).
   resp->set_ready(FindModel(req->name(), req->version()).ok() && d_->ready.load() &&
                   !d_->devices.empty());
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ServerMetadata(grpc::ServerContext*,
+grpc::Status InferenceService::ServerMetadata(grpc::ServerContext* ctx,
                                               const inference::ServerMetadataRequest*,
                                               inference::ServerMetadataResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   resp->set_name("kjit");
   resp->set_version(KJIT_VERSION);
   for (const char* ext : {"cuda_shared_memory", "system_shared_memory", "model_configuration",
@@ -70,9 +78,10 @@ grpc::Status InferenceService::ServerMetadata(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
+grpc::Status InferenceService::ModelMetadata(grpc::ServerContext* ctx,
                                              const inference::ModelMetadataRequest* req,
                                              inference::ModelMetadataResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto model = FindModel(req->name(), req->version());
   if (!model.ok()) return ToGrpc(model.status());
   resp->set_name(std::string((*model)->name()));
@@ -89,8 +98,9 @@ grpc::Status InferenceService::ModelMetadata(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ModelConfig(grpc::ServerContext*, const inference::ModelConfigRequest* req,
+grpc::Status InferenceService::ModelConfig(grpc::ServerContext* ctx, const inference::ModelConfigRequest* req,
                                            inference::ModelConfigResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto model = FindModel(req->name(), req->version());
   if (!model.ok()) return ToGrpc(model.status());
   inference::ModelConfig* c = resp->mutable_config();
@@ -123,9 +133,10 @@ grpc::Status InferenceService::ModelConfig(grpc::ServerContext*, const inference
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ModelStatistics(grpc::ServerContext*,
+grpc::Status InferenceService::ModelStatistics(grpc::ServerContext* ctx,
                                                const inference::ModelStatisticsRequest* req,
                                                inference::ModelStatisticsResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   std::vector<const kernels::KernelFamily*> which;
   if (req->name().empty()) {
     for (const kernels::KernelFamily* f : kernels::Families()) which.push_back(f);
@@ -153,9 +164,10 @@ grpc::Status InferenceService::ModelStatistics(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::RepositoryIndex(grpc::ServerContext*,
+grpc::Status InferenceService::RepositoryIndex(grpc::ServerContext* ctx,
                                                const inference::RepositoryIndexRequest* req,
                                                inference::RepositoryIndexResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   const bool ready = d_->ready.load() && !d_->devices.empty();
   for (const kernels::KernelFamily* m : kernels::Families()) {
     if (req->ready() && !ready) continue;

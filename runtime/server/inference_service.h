@@ -23,6 +23,8 @@ class InferenceService final : public InferenceServiceBase {
   grpc::Status Live(const grpc::ServerContext& ctx, const inference::ServerLiveRequest& req,
                     inference::ServerLiveResponse* resp);
   grpc::Status InferBytes(const grpc::ServerContext& ctx, const grpc::ByteBuffer& req, grpc::ByteBuffer* resp);
+  // token.h's check with the daemon's token, for the asynchronous methods (grpc_queues.cc).
+  grpc::Status CheckToken(const grpc::ServerContext& ctx) const;
   // ModelInfer's work, statistics included, for every transport (gRPC, launch rings), in the
   // caller's session ("" outside one: the session's regions are visible only to it).
   Status Infer(const inference::ModelInferRequest& req, const std::string& session,

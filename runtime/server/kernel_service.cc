@@ -8,6 +8,7 @@
 #include "runtime/common/client_text.h"
 #include "runtime/ipc/registration.h"
 #include "runtime/server/grpc_status.h"
+#include "runtime/server/token.h"
 #include "runtime/common/log.h"
 
 namespace kjit::server {
@@ -52,8 +53,9 @@ StatusOr<std::vector<kernels::Specialization>> SelectSpecs(const std::string& fa
 
 }  // namespace
 
-grpc::Status KernelService::ListKernels(grpc::ServerContext*, const v1::ListKernelsRequest* req,
+grpc::Status KernelService::ListKernels(grpc::ServerContext* ctx, const v1::ListKernelsRequest* req,
                                         v1::ListKernelsResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto specs = SelectSpecs(req->family(), {});
   if (!specs.ok()) return ToGrpc(specs.status());
   if (!d_->ready.load()) return ToGrpc(absl::UnavailableError("starting: kernels not loaded yet"));
@@ -74,8 +76,9 @@ grpc::Status KernelService::ListKernels(grpc::ServerContext*, const v1::ListKern
   return grpc::Status::OK;
 }
 
-grpc::Status KernelService::ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest*,
+grpc::Status KernelService::ListDevices(grpc::ServerContext* ctx, const v1::ListDevicesRequest*,
                                         v1::ListDevicesResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   if (!d_->ready.load()) return ToGrpc(absl::UnavailableError("starting: kernels not loaded yet"));
   for (const auto& dev : d_->devices) {
     auto* out = resp->add_devices();
@@ -90,8 +93,9 @@ grpc::Status KernelService::ListDevices(grpc::ServerContext*, const v1::ListDevi
   return grpc::Status::OK;
 }
 
-grpc::Status KernelService::Compile(grpc::ServerContext*, const v1::CompileRequest* req,
+grpc::Status KernelService::Compile(grpc::ServerContext* ctx, const v1::CompileRequest* req,
                                     grpc::ServerWriter<v1::CompileProgress>* writer) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto specs = SelectSpecs(req->family(), {req->specializations().begin(), req->specializations().end()});
   if (!specs.ok()) return ToGrpc(specs.status());
   if (!d_->ready.load()) return ToGrpc(absl::UnavailableError("starting: kernels not loaded yet"));
@@ -128,8 +132,9 @@ grpc::Status KernelService::Compile(grpc::ServerContext*, const v1::CompileReque
   return grpc::Status::OK;
 }
 
-grpc::Status KernelService::GetKernel(grpc::ServerContext*, const v1::GetKernelRequest* req,
+grpc::Status KernelService::GetKernel(grpc::ServerContext* ctx, const v1::GetKernelRequest* req,
                                       v1::GetKernelResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto specs = SelectSpecs(req->family(), {req->specialization()});
   if (!specs.ok()) return ToGrpc(specs.status());
   if (Status s = nvrtc::ValidateArch(req->arch()); !s.ok()) return ToGrpc(s);
@@ -146,8 +151,9 @@ grpc::Status KernelService::GetKernel(grpc::ServerContext*, const v1::GetKernelR
   return grpc::Status::OK;
 }
 
-grpc::Status KernelService::CacheStats(grpc::ServerContext*, const v1::CacheStatsRequest*,
+grpc::Status KernelService::CacheStats(grpc::ServerContext* ctx, const v1::CacheStatsRequest*,
                                        v1::CacheStatsResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   const cache::Stats s = d_->cache->stats();
   resp->set_directory(d_->cache->dir());
   resp->set_max_bytes(d_->cache->max_bytes());
@@ -167,8 +173,9 @@ grpc::Status KernelService::CacheStats(grpc::ServerContext*, const v1::CacheStat
   return grpc::Status::OK;
 }
 
-grpc::Status KernelService::CacheList(grpc::ServerContext*, const v1::CacheListRequest*,
+grpc::Status KernelService::CacheList(grpc::ServerContext* ctx, const v1::CacheListRequest*,
                                       v1::CacheListResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto list = d_->cache->List();
   if (!list.ok()) return ToGrpc(list.status());
   for (const auto& e : *list) {
@@ -185,6 +192,7 @@ grpc::Status KernelService::CacheList(grpc::ServerContext*, const v1::CacheListR
 
 grpc::Status KernelService::RegisterEvent(grpc::ServerContext* ctx, const v1::RegisterEventRequest* req,
                                           v1::RegisterEventResponse*) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto session = d_->sessions.SessionOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   const ipc::Registrant who{*session, [this](const std::string& s) { return d_->sessions.IsOpen(s); }, {}};
@@ -194,6 +202,7 @@ grpc::Status KernelService::RegisterEvent(grpc::ServerContext* ctx, const v1::Re
 
 grpc::Status KernelService::UnregisterEvent(grpc::ServerContext* ctx, const v1::UnregisterEventRequest* req,
                                             v1::UnregisterEventResponse*) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto session = d_->sessions.SessionOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   d_->regions.RemoveEvent(req->name(), *session);
@@ -202,6 +211,7 @@ grpc::Status KernelService::UnregisterEvent(grpc::ServerContext* ctx, const v1::
 
 grpc::Status KernelService::OpenRing(grpc::ServerContext* ctx, const v1::OpenRingRequest* req,
                                      v1::OpenRingResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto session = d_->sessions.SessionOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   auto capacity = d_->rings.Open(req->region(), *session);
@@ -212,6 +222,7 @@ grpc::Status KernelService::OpenRing(grpc::ServerContext* ctx, const v1::OpenRin
 
 grpc::Status KernelService::CloseRing(grpc::ServerContext* ctx, const v1::CloseRingRequest* req,
                                       v1::CloseRingResponse*) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto session = d_->sessions.SessionOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   d_->rings.Close(req->region(), *session);
@@ -220,6 +231,7 @@ grpc::Status KernelService::CloseRing(grpc::ServerContext* ctx, const v1::CloseR
 
 grpc::Status KernelService::OpenSession(
     grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>* stream) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto opened = d_->sessions.Open(ctx->peer(), ctx);
   if (!opened.ok()) return ToGrpc(opened.status());
   const std::string id = *std::move(opened);

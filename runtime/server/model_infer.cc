@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/common/log.h"
+#include "runtime/server/fault_inject.h"
 #include "runtime/server/grpc_status.h"
 #include "runtime/server/infer_decode.h"
 #include "runtime/server/inference_service.h"
@@ -18,6 +19,7 @@ namespace kjit::server {
 
 Status InferenceService::Infer(const inference::ModelInferRequest& req, const std::string& session,
                                inference::ModelInferResponse* resp) {
+  if (IsFaultInjection(*d_, req)) return InjectFault(d_, req);  // test only (fault_inject.h)
   const auto t0 = std::chrono::steady_clock::now();
   DecodedInfer decoded;
   launch::LaunchResult result;

@@ -14,6 +14,7 @@
 #include "runtime/server/inference_service.h"
 #include "runtime/server/kernel_service.h"
 #include "runtime/server/library_logs.h"
+#include "runtime/server/token.h"
 #include "runtime/server/unix_listener.h"
 #include "runtime/common/log.h"
 
@@ -68,6 +69,20 @@ void DrainAsyncLaunches(Daemon& d) {
   }
 }
 
+// --listen's port, with a warning where the address or the token leaves TCP open wider than asked.
+void AddTcpPort(const Flags& flags, const std::string& token, grpc::ServerBuilder* builder, int* port) {
+  if (flags.listen.empty()) {
+    if (!token.empty()) Log(LogLevel::kWarn, "--token-file without --listen: the token guards TCP only, and TCP is off");
+    return;
+  }
+  if (!IsLoopbackListen(flags.listen) && token.empty()) {
+    Log(LogLevel::kWarn, absl::StrCat("--listen ", flags.listen, " is not a loopback address: every host that "
+                                      "reaches it may launch kernels on this node's GPUs (a --token-file is "
+                                      "advised)"));
+  }
+  builder->AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), port);
+}
+
 }  // namespace
 
 Status RunDaemon(const Flags& flags) {
@@ -81,7 +96,14 @@ Status RunDaemon(const Flags& flags) {
 
   Daemon d;
   d.flags = flags;
+  if (!flags.token_file.empty()) {
+    KJIT_ASSIGN_OR_RETURN(d.tcp_token, ReadTokenFile(flags.token_file));
+  }
   SetLogLevel(flags.log_level);
+  if (flags.enable_fault_injection) {
+    Log(LogLevel::kWarn, "--enable-fault-injection: any client may make this daemon fault (model kjit_fault_inject); "
+                         "for tests only");
+  }
   RouteLibraryLogs();
   d.regions.SetMaxEntries(static_cast<size_t>(flags.max_regions));
   d.sessions.SetMaxSessions(static_cast<size_t>(flags.max_sessions));
@@ -108,13 +130,7 @@ Status RunDaemon(const Flags& flags) {
   // the clients between the two).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int tcp_port = 0;
-  if (!flags.listen.empty()) {
-    if (!IsLoopbackListen(flags.listen)) {
-      Log(LogLevel::kWarn, absl::StrCat("--listen ", flags.listen, " is not a loopback address: every host that "
-                                        "reaches it may launch kernels on this node's GPUs"));
-    }
-    builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &tcp_port);
-  }
+  AddTcpPort(flags, d.tcp_token, &builder, &tcp_port);
   builder.RegisterService(&inference);
   builder.RegisterService(&kernel);
   builder.RegisterService(&health);
@@ -131,8 +147,8 @@ Status RunDaemon(const Flags& flags) {
   }
   queues.Start();
   unix_listener->Serve(server.get());
-  Log(LogLevel::kInfo, absl::StrCat("listening on unix://", flags.socket,
-                                    flags.listen.empty() ? "" : absl::StrCat(" and ", flags.listen)));
+  const std::string tcp = absl::StrCat(" and ", flags.listen, d.tcp_token.empty() ? "" : " (token required)");
+  Log(LogLevel::kInfo, absl::StrCat("listening on unix://", flags.socket, flags.listen.empty() ? "" : tcp));
 
   // Startup (compile and load) happens while already answering health, so supervisors can watch.
   if (Status s = StartDaemon(&d, gpus); !s.ok()) {

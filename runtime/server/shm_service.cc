@@ -3,6 +3,7 @@
 #include "runtime/common/client_text.h"
 #include "runtime/ipc/registration.h"
 #include "runtime/server/grpc_status.h"
+#include "runtime/server/token.h"
 #include "runtime/server/inference_service.h"
 #include "runtime/server/peer.h"
 
@@ -36,6 +37,7 @@ StatusOr<std::optional<ipc::PeerCredentials>> SystemShmRights(const Daemon& d, c
 grpc::Status InferenceService::SystemSharedMemoryRegister(
     grpc::ServerContext* ctx, const inference::SystemSharedMemoryRegisterRequest* req,
     inference::SystemSharedMemoryRegisterResponse*) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto who = RegistrantOf(d_, *ctx);
   if (!who.ok()) return ToGrpc(who.status());
   auto rights = SystemShmRights(*d_, *ctx);
@@ -47,6 +49,7 @@ grpc::Status InferenceService::SystemSharedMemoryRegister(
 grpc::Status InferenceService::SystemSharedMemoryUnregister(
     grpc::ServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest* req,
     inference::SystemSharedMemoryUnregisterResponse*) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto session = d_->sessions.SessionOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   d_->regions.RemoveRegion(ipc::RegionKind::kSystem, req->name(), *session);
@@ -56,6 +59,7 @@ grpc::Status InferenceService::SystemSharedMemoryUnregister(
 grpc::Status InferenceService::SystemSharedMemoryStatus(
     grpc::ServerContext* ctx, const inference::SystemSharedMemoryStatusRequest* req,
     inference::SystemSharedMemoryStatusResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto session = d_->sessions.SessionOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   auto list = d_->regions.ListRegions(ipc::RegionKind::kSystem, req->name(), *session);
@@ -73,6 +77,7 @@ grpc::Status InferenceService::SystemSharedMemoryStatus(
 grpc::Status InferenceService::CudaSharedMemoryRegister(
     grpc::ServerContext* ctx, const inference::CudaSharedMemoryRegisterRequest* req,
     inference::CudaSharedMemoryRegisterResponse*) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto who = RegistrantOf(d_, *ctx);
   if (!who.ok()) return ToGrpc(who.status());
   return ToGrpc(ipc::RegisterCudaRegion(&d_->regions, req->name(), req->raw_handle(), req->device_id(),
@@ -82,6 +87,7 @@ grpc::Status InferenceService::CudaSharedMemoryRegister(
 grpc::Status InferenceService::CudaSharedMemoryUnregister(
     grpc::ServerContext* ctx, const inference::CudaSharedMemoryUnregisterRequest* req,
     inference::CudaSharedMemoryUnregisterResponse*) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto session = d_->sessions.SessionOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   d_->regions.RemoveRegion(ipc::RegionKind::kCuda, req->name(), *session);
@@ -91,6 +97,7 @@ grpc::Status InferenceService::CudaSharedMemoryUnregister(
 grpc::Status InferenceService::CudaSharedMemoryStatus(
     grpc::ServerContext* ctx, const inference::CudaSharedMemoryStatusRequest* req,
     inference::CudaSharedMemoryStatusResponse* resp) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto session = d_->sessions.SessionOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   auto list = d_->regions.ListRegions(ipc::RegionKind::kCuda, req->name(), *session);

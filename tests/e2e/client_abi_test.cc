@@ -6,17 +6,20 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <filesystem>
 #include <string>
 
 #include "client/cpp/include/kjit_client.h"
 #include "client/cpp/include/kjit_client.hpp"
+#include "tests/e2e/client_args.h"
 #include "tests/e2e/daemon_process.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
+using kjit::testing::ValidArgs;
 
 kjit_client_options Options(const std::string& target, const char* modes, int64_t deadline_ms = 5000) {
   kjit_client_options o{};
@@ -28,36 +31,6 @@ kjit_client_options Options(const std::string& target, const char* modes, int64_
   return o;
 }
 
-// A call with every required tensor, shapes consistent (B = 1, N = 2, H = 8, P = 3), fake addresses.
-kjit_mla_verify_args ValidArgs() {
-  kjit_mla_verify_args a = kjit::VerifyArgs();
-  auto tensor = [](int64_t dtype, std::initializer_list<int64_t> shape, uint64_t data) {
-    kjit_tensor t{};
-    t.data = data;
-    t.dtype = dtype;
-    t.ndim = static_cast<int64_t>(shape.size());
-    int i = 0;
-    for (int64_t d : shape) t.shape[i++] = d;
-    int64_t stride = 1;
-    for (int k = static_cast<int>(t.ndim) - 1; k >= 0; --k) {
-      t.strides[k] = stride;
-      stride *= t.shape[k];
-    }
-    return t;
-  };
-  a.q = tensor(KJIT_DTYPE_BF16, {2, 8, 576}, 0x100000);
-  a.k_extend = tensor(KJIT_DTYPE_BF16, {2, 1, 576}, 0x200000);
-  a.kv_cache = tensor(KJIT_DTYPE_BF16, {4, 1, 576}, 0x300000);
-  a.qo_indptr = tensor(KJIT_DTYPE_INT64, {2}, 0x400000);
-  a.kv_indptr = tensor(KJIT_DTYPE_INT32, {2}, 0x500000);
-  a.kv_indices = tensor(KJIT_DTYPE_INT64, {3}, 0x600000);
-  a.custom_mask = tensor(KJIT_DTYPE_UINT8, {10}, 0x700000);
-  a.mask_indptr = tensor(KJIT_DTYPE_INT64, {2}, 0x800000);
-  a.o = tensor(KJIT_DTYPE_BF16, {2, 8, 512}, 0x900000);
-  a.sm_scale = 0.14467963;
-  a.max_draft = 2;
-  return a;
-}
 
 bool HasDriver() { return access("/proc/driver/nvidia/version", F_OK) == 0; }
 
@@ -91,6 +64,16 @@ TEST_F(ClientAbiTest, BadOptionsAndArgumentsAreInvalidArgument) {
   o.struct_size = 8;
   EXPECT_EQ(kjit_client_create(&o, &c), KJIT_INVALID_ARGUMENT);
   EXPECT_EQ(kjit_client_create(&o, nullptr), KJIT_INVALID_ARGUMENT);
+  // A caller built before token_file passes the size up to it (the token then comes from the
+  // environment) and still gets a client.
+  o = Options(target_, "in-process");
+  o.struct_size = offsetof(kjit_client_options, token_file);
+  ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();
+  kjit_client_destroy(c);
+  o = Options(target_, "in-process");
+  o.token_file = "/nonexistent/kjit-token";
+  EXPECT_EQ(kjit_client_create(&o, &c), KJIT_FAILED_PRECONDITION);
+  EXPECT_NE(std::string(kjit_last_error()).find("/nonexistent/kjit-token"), std::string::npos) << kjit_last_error();
 
   o = Options(target_, "in-process");
   ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();

@@ -2,10 +2,13 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <thread>
 
@@ -23,13 +26,27 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_flags, std::string k
   dir_ = tmpl;
   socket_ = dir_ + "/run/kjitd.sock";  // run/ does not exist: the daemon creates it (0700)
   if (kjitd_path.empty()) kjitd_path = KJITD_PATH;
-  std::vector<std::string> args = {kjitd_path, "--socket", socket_, "--cache-dir", dir_ + "/cache",
-                                   "--log-level", "warn"};
-  args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+  args_ = {kjitd_path, "--socket", socket_, "--cache-dir", dir_ + "/cache", "--log-level", "warn"};
+  args_.insert(args_.end(), extra_flags.begin(), extra_flags.end());
+  Start();
+}
+
+bool DaemonProcess::KillAndRestart() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  error_.clear();
+  Start();
+  return ok();
+}
+
+void DaemonProcess::Start() {
   pid_ = fork();
   if (pid_ == 0) {
     std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
+    for (auto& a : args_) argv.push_back(a.data());
     argv.push_back(nullptr);
     execv(argv[0], argv.data());
     _exit(127);
@@ -46,8 +63,9 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_flags, std::string k
     error_ = "kjitd exited during startup with status " + std::to_string(status);
     return true;
   };
-  // Connect only once the socket exists: a failed connect puts the channel into reconnect backoff.
-  while (!std::filesystem::exists(socket_) && std::chrono::steady_clock::now() < give_up) {
+  // Connect only once the socket is served: a failed connect puts the channel into reconnect
+  // backoff (a killed daemon's socket file stays until the next one replaces it).
+  while (!SocketAnswers() && std::chrono::steady_clock::now() < give_up) {
     if (exited()) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -65,6 +83,17 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_flags, std::string k
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   error_ = "kjitd did not become SERVING within 120 s";
+}
+
+bool DaemonProcess::SocketAnswers() const {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", socket_.c_str());
+  const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return up;
 }
 
 std::shared_ptr<grpc::Channel> DaemonProcess::Channel() const { return DaemonChannel(target()); }

@@ -28,8 +28,14 @@ class DaemonProcess {
   // Sends SIGTERM and waits; returns the exit status (-1 when it did not exit in time).
   int Stop();
   pid_t pid() const { return pid_; }  // for tests that stop or kill the daemon themselves
+  // SIGKILL (when it runs), then a new kjitd with the same flags on the same socket and cache,
+  // waited for as at construction: ok() says whether it came up.
+  bool KillAndRestart();
 
  private:
+  void Start();
+  bool SocketAnswers() const;
+  std::vector<std::string> args_;
   std::string dir_, socket_, error_;
   pid_t pid_ = -1;
 };

@@ -10,6 +10,7 @@ import argparse
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,18 +25,27 @@ INVALID_ARGUMENT, DEADLINE_EXCEEDED, FAILED_PRECONDITION, UNAVAILABLE = 3, 4, 9,
 
 
 class Daemon:
-    def __init__(self):
+    def __init__(self, extra=()):
         self.dir = tempfile.mkdtemp(prefix="kjit-client-py-")
         self.socket = os.path.join(self.dir, "kjitd.sock")
-        self.proc = subprocess.Popen([ARGS.kjitd, "--socket", self.socket, "--cache-dir",
-                                      os.path.join(self.dir, "cache"), "--log-level", "warn"])
+        self.args = [ARGS.kjitd, "--socket", self.socket, "--cache-dir", os.path.join(self.dir, "cache"),
+                     "--log-level", "warn", *extra]
+        self.start()
+        self.target = "unix://" + self.socket
+
+    def start(self):
+        self.proc = subprocess.Popen(self.args)
         deadline = time.time() + 120
         while not os.path.exists(self.socket):
             if self.proc.poll() is not None or time.time() > deadline:
                 self.proc.kill()
                 raise RuntimeError("kjitd did not start")
             time.sleep(0.01)
-        self.target = "unix://" + self.socket
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+        os.unlink(self.socket)  # a killed daemon leaves it: wait for the new one's below
 
     def stop(self):
         if self.proc.poll() is None:
@@ -47,9 +57,9 @@ class Daemon:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def client(kjit, target, modes, deadline_ms=5000, **kw):
+def client(kjit, target, modes, deadline_ms=5000, wait_s=60, **kw):
     # The daemon answers health before its startup is done: retry while it says UNAVAILABLE.
-    until = time.time() + 60
+    until = time.time() + wait_s
     while True:
         try:
             return kjit.Client(target=target, modes=modes, deadline_ms=deadline_ms, **kw)
@@ -144,6 +154,71 @@ class KjitClientTest(unittest.TestCase):
             c.close()
         finally:
             d.stop()
+
+    def while_unavailable(self, fn, seconds):
+        """Calls fn until it does not raise UNAVAILABLE (at most `seconds`)."""
+        until = time.time() + seconds
+        while True:
+            try:
+                return fn()
+            except self.kjit.Error as e:
+                if time.time() > until or e.code != UNAVAILABLE:
+                    raise
+                time.sleep(0.1)
+
+    def test_a_client_finds_a_restarted_daemon(self):
+        # Both archs compiled at startup (into the cache the restarted daemon loads again): prepare
+        # then only fetches.
+        d = Daemon(["--arch", "sm_90,sm_86"])
+        try:
+            warm = client(self.kjit, d.target, "in-process", deadline_ms=60000)
+            self.while_unavailable(lambda: warm.prepare("sm_90"), 600)  # until startup compiled both
+            warm.close()
+            c = client(self.kjit, d.target, "in-process", deadline_ms=1500)
+            c.prepare("sm_90")
+            d.kill()
+            t0 = time.time()
+            with self.assertRaises(self.kjit.Error) as e:
+                c.prepare("sm_86")
+            self.assertIn(e.exception.code, (UNAVAILABLE, DEADLINE_EXCEEDED))
+            self.assertLess(time.time() - t0, 4)
+            d.start()
+            self.while_unavailable(lambda: c.prepare("sm_86"), 120)  # the same client: its channel reconnects
+            c.close()
+        finally:
+            d.stop()
+
+    def test_the_token_over_tcp(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        tmp = tempfile.mkdtemp(prefix="kjit-client-token-")
+        path = os.path.join(tmp, "token")
+        with open(path, "w") as f:
+            f.write("0123456789abcdef0123456789abcdef\n")
+        os.chmod(path, 0o600)
+        d = Daemon(["--listen", f"127.0.0.1:{port}", "--token-file", path])
+        tcp = f"127.0.0.1:{port}"
+        try:
+            client(self.kjit, d.target, "in-process").close()  # up; the Unix socket needs no token
+            with self.assertRaises(self.kjit.Error) as e:
+                self.kjit.Client(target=tcp, modes="in-process", deadline_ms=5000)
+            self.assertIn("requires a token", e.exception.message)
+            self.assertIn("KJIT_TOKEN_FILE", e.exception.message)
+            # Creating a client calls ServerLive and opens a session: both over TCP, with the token.
+            client(self.kjit, tcp, "in-process", token_file=path).close()
+            os.environ["KJIT_TOKEN_FILE"] = path
+            try:
+                client(self.kjit, tcp, "in-process").close()
+            finally:
+                del os.environ["KJIT_TOKEN_FILE"]
+            with self.assertRaises(self.kjit.Error) as e:
+                self.kjit.Client(target=tcp, modes="in-process", token_file=os.path.join(tmp, "missing"))
+            self.assertEqual(e.exception.code, FAILED_PRECONDITION)
+            self.assertIn("missing", e.exception.message)
+        finally:
+            d.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
 # Shell pieces shared by the GPU machine's daemon steps (e2e_daemon.sh, multi_gpu.sh); sourced.
 # The caller sets `bin` (the bundle's binaries) and `fail=0` first.
 
-# start_kjitd DIR: kjitd from $bin on DIR/kjitd.sock, log in DIR/kjitd.log, up to 240 s to get ready
-# (a cold cache compiles the catalog first). Sets daemon (pid), sock and target. On failure prints
-# the log, kills the daemon and returns 1.
+# start_kjitd DIR [FLAGS...]: kjitd from $bin on DIR/kjitd.sock with FLAGS, log in DIR/kjitd.log
+# (written afresh), up to 240 s to get ready (a cold cache compiles the catalog first). Sets daemon
+# (pid), sock and target. On failure prints the log, kills the daemon and returns 1.
 start_kjitd() {
   local dir=$1
+  shift
   sock=$dir/kjitd.sock
   target=unix://$sock
-  "$bin/kjitd" --socket "$sock" --log-level info >"$dir/kjitd.log" 2>&1 &
+  "$bin/kjitd" --socket "$sock" --log-level info "$@" >"$dir/kjitd.log" 2>&1 &
   daemon=$!
   for _ in $(seq 1 2400); do
     grep -q "kjitd info: ready" "$dir/kjitd.log" 2>/dev/null && return 0

@@ -4,10 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <tuple>
 
 #include "runtime/server/flags.h"
 #include "runtime/server/grpc_status.h"
+#include "runtime/server/token.h"
 
 namespace kjit::server {
 namespace {
@@ -119,6 +122,62 @@ TEST(Flags, PrepareSocketPathRefusesAnotherUsersSymlinkAndWorldWritableDirectori
   ASSERT_EQ(chmod(real.c_str(), 01777), 0);  // sticky, as /tmp
   EXPECT_TRUE(PrepareSocketPath(real + "/kjitd.sock").ok());
   std::filesystem::remove_all(tmpl);
+}
+
+TEST(Flags, TokenFileAndFaultInjection) {
+  auto f = Parse({"--token-file", "/etc/kjit/token", "--enable-fault-injection"});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->token_file, "/etc/kjit/token");
+  EXPECT_TRUE(f->enable_fault_injection);
+  EXPECT_EQ(Parse({"--token-file=/t"})->token_file, "/t");
+  auto d = Parse({});
+  EXPECT_TRUE(d->token_file.empty());
+  EXPECT_FALSE(d->enable_fault_injection);  // off unless asked
+  EXPECT_EQ(Parse({"--token-file"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse({"--token-file="}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Parse({"--enable-fault-injection=1"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Usage().find("--token-file"), std::string::npos);
+  EXPECT_NE(Usage().find("TEST ONLY"), std::string::npos);
+}
+
+TEST(Token, ReadTokenFileChecksModeAndContent) {
+  const std::string dir = ::testing::TempDir() + "/kjit-token-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& text, mode_t mode) {
+    const std::string path = dir + "/token";
+    std::filesystem::remove(path);
+    FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    chmod(path.c_str(), mode);
+    return path;
+  };
+  auto ok = ReadTokenFile(write("0123456789abcdef\r\n", 0600));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(*ok, "0123456789abcdef");
+  EXPECT_TRUE(ReadTokenFile(write("0123456789abcdef", 0400)).ok());
+  for (auto [text, mode, why] : {std::tuple{"0123456789abcdef\n", 0644, "chmod 600"},
+                                 std::tuple{"0123456789abcdef\n", 0606, "chmod 600"},
+                                 std::tuple{"\n\n", 0600, "empty"}, std::tuple{"short", 0600, "at least 16"},
+                                 std::tuple{"0123456789 abcdef", 0600, "printable"}}) {
+    auto s = ReadTokenFile(write(text, static_cast<mode_t>(mode)));
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << text;
+    EXPECT_NE(s.status().message().find(why), absl::string_view::npos) << s.status();
+    EXPECT_EQ(s.status().message().find(text), absl::string_view::npos) << "the message quotes the file";
+  }
+  EXPECT_NE(ReadTokenFile(dir + "/missing").status().message().find("cannot open"), absl::string_view::npos);
+  EXPECT_NE(ReadTokenFile(dir).status().message().find("not a regular file"), absl::string_view::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Token, MatchesOnlyTheWholeToken) {
+  EXPECT_TRUE(TokenMatches("0123456789abcdef", "0123456789abcdef"));
+  EXPECT_FALSE(TokenMatches("0123456789abcdeF", "0123456789abcdef"));
+  EXPECT_FALSE(TokenMatches("0123456789abcde", "0123456789abcdef"));
+  EXPECT_FALSE(TokenMatches("0123456789abcdef0", "0123456789abcdef"));
+  EXPECT_FALSE(TokenMatches("0123456789abcdef0123456789abcdef", "0123456789abcdef"));  // the token twice
+  EXPECT_FALSE(TokenMatches("", "0123456789abcdef"));
+  EXPECT_FALSE(TokenMatches("", ""));  // no token configured matches nothing
 }
 
 TEST(GrpcStatus, CodesMapOneToOne) {

@@ -93,6 +93,10 @@ typedef struct kjit_client_options {
   const char* cache_dir;    /* embedded mode; NULL: $KJIT_CACHE_DIR, else the default cache */
   const char* client_name;  /* shown in kjitd's log for this client's session; NULL: "kjit pid N" */
   int64_t flags;            /* KJIT_MODE_FLAG_* */
+  /* A file holding the token kjitd's --token-file requires over TCP (sent as gRPC metadata
+   * kjit-token; a trailing newline is dropped). NULL: $KJIT_TOKEN_FILE, else no token. Absent from
+   * callers built before it (their struct_size ends at flags): then $KJIT_TOKEN_FILE. */
+  const char* token_file;
 } kjit_client_options;
 
 /* The ring and remote modes: order the daemon's launch after the caller's stream with CUDA IPC

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -58,7 +60,14 @@ Status Client::ConnectOnce(const kjit_client_options& o) {
   connect_tried_ = true;
   const std::string name = o.client_name != nullptr ? o.client_name : absl::StrCat("kjit pid ", getpid());
   const bool session = (o.flags & KJIT_MODE_FLAG_NO_SESSION) == 0;
-  auto link = DaemonLink::Connect(target_, std::chrono::milliseconds(o.deadline_ms), name, session);
+  const char* token_file = o.token_file != nullptr ? o.token_file : Env("KJIT_TOKEN_FILE");
+  std::string token;
+  if (token_file != nullptr) {
+    auto read = ReadTokenFile(token_file);
+    if (!read.ok()) return connect_status_ = read.status();
+    token = *std::move(read);
+  }
+  auto link = DaemonLink::Connect(target_, std::chrono::milliseconds(o.deadline_ms), name, session, token);
   connect_status_ = link.status();
   if (link.ok()) link_ = *std::move(link);
   return connect_status_;
@@ -104,11 +113,13 @@ StatusOr<std::unique_ptr<Client>> Client::Create(const kjit_client_options* opti
   kjit_client_options o{};
   o.struct_size = sizeof(o);
   if (options != nullptr) {
-    if (options->struct_size != sizeof(kjit_client_options)) {
+    // Callers built before token_file pass the size up to it.
+    constexpr uint64_t kBeforeTokenFile = offsetof(kjit_client_options, token_file);
+    if (options->struct_size != sizeof(kjit_client_options) && options->struct_size != kBeforeTokenFile) {
       return absl::InvalidArgumentError(absl::StrCat("kjit_client_options.struct_size is ", options->struct_size,
                                                      "; this library takes ", sizeof(kjit_client_options)));
     }
-    o = *options;
+    std::memcpy(&o, options, options->struct_size);
   }
   if (o.deadline_ms <= 0) {
     const char* env = Env("KJIT_DEADLINE_MS");

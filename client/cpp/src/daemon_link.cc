@@ -3,8 +3,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/kernels/registry.h"
@@ -13,6 +17,7 @@ namespace kjit::client {
 namespace {
 
 constexpr char kSessionMetadataKey[] = "kjit-session";
+constexpr char kTokenMetadataKey[] = "kjit-token";
 
 bool IsSocket(const std::string& path) {
   struct stat st;
@@ -36,6 +41,23 @@ std::string DefaultTarget() {
   return "unix://" + candidates.front();
 }
 
+StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("token file ", path, " (KJIT_TOKEN_FILE): cannot read it: ",
+                                                   std::strerror(errno)));
+  }
+  std::string token = text.str();
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("token file ", path, " (KJIT_TOKEN_FILE) is empty: it must hold "
+                                                   "the token of kjitd's --token-file"));
+  }
+  return token;
+}
+
 Status FromGrpc(const grpc::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
   const int code = static_cast<int>(s.error_code());
@@ -45,10 +67,14 @@ Status FromGrpc(const grpc::Status& s, std::string_view what) {
 
 StatusOr<std::unique_ptr<DaemonLink>> DaemonLink::Connect(const std::string& target,
                                                           std::chrono::milliseconds deadline,
-                                                          const std::string& client_name, bool session) {
+                                                          const std::string& client_name, bool session,
+                                                          const std::string& token) {
   std::unique_ptr<DaemonLink> l(new DaemonLink());
   l->target_ = target;
   l->deadline_ = deadline;
+  l->client_name_ = client_name;
+  l->token_ = token;
+  l->want_session_ = session;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(INT_MAX);
   args.SetMaxSendMessageSize(INT_MAX);
@@ -62,14 +88,22 @@ StatusOr<std::unique_ptr<DaemonLink>> DaemonLink::Connect(const std::string& tar
   inference::ServerLiveRequest req;
   inference::ServerLiveResponse resp;
   KJIT_RETURN_IF_ERROR(FromGrpc(l->infer_->ServerLive(ctx.get(), req, &resp), absl::StrCat("kjitd at ", target)));
-  if (session) KJIT_RETURN_IF_ERROR(l->OpenSession(client_name));
+  if (session) KJIT_RETURN_IF_ERROR(l->OpenSession(false));
   return l;
 }
 
-Status DaemonLink::OpenSession(const std::string& client_name) {
-  session_stream_ = kernels_->OpenSession(&session_ctx_);
+Status DaemonLink::OpenSession(bool wait_for_connection) {
+  // After a restart the channel may sit in its reconnect backoff: wait (within the deadline) for it
+  // to connect rather than fail at once. (Not through the stream: it has no deadline.)
+  if (wait_for_connection && !channel_->WaitForConnected(Until(deadline_))) {
+    return absl::UnavailableError(absl::StrCat("kjitd at ", target_, " did not answer within ", deadline_.count(),
+                                               " ms"));
+  }
+  session_ctx_ = std::make_unique<grpc::ClientContext>();
+  if (!token_.empty()) session_ctx_->AddMetadata(kTokenMetadataKey, token_);
+  session_stream_ = kernels_->OpenSession(session_ctx_.get());
   kjit::v1::SessionRequest hello;
-  hello.set_client_name(client_name);
+  hello.set_client_name(client_name_);
   kjit::v1::SessionEvent first;
   // The daemon answers at once with the session id; the read has no deadline of its own, so a
   // watchdog cancels the stream when it does not come in time.
@@ -79,39 +113,73 @@ Status DaemonLink::OpenSession(const std::string& client_name) {
     while (!answered.load() && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (!answered.load()) session_ctx_.TryCancel();
+    if (!answered.load()) session_ctx_->TryCancel();
   });
   const bool ok = session_stream_->Write(hello) && session_stream_->Read(&first);
   answered = true;
   watchdog.join();
   if (!ok || first.session_id().empty()) {
-    session_ctx_.TryCancel();
-    (void)session_stream_->Finish();
+    session_ctx_->TryCancel();
+    const grpc::Status why = session_stream_->Finish();
     session_stream_.reset();
+    if (why.error_code() == grpc::StatusCode::UNAUTHENTICATED) return FromGrpc(why, absl::StrCat("kjitd at ", target_));
     return absl::UnavailableError(absl::StrCat("kjitd at ", target_, ": OpenSession did not answer within ",
-                                               deadline_.count(), " ms"));
+                                               deadline_.count(), " ms", why.ok() ? "" : ": ", why.error_message()));
   }
-  session_ = first.session_id();
-  // Keeps the stream open for the client's lifetime: the daemon ends the session when it closes.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    session_ = first.session_id();
+  }
+  session_ended_ = false;
+  // Keeps the stream open for the client's lifetime: the daemon ends the session when it closes,
+  // and the stream ends when the daemon goes away.
   session_thread_ = std::thread([this] {
     kjit::v1::SessionEvent e;
     while (session_stream_->Read(&e)) {
     }
+    session_ended_ = true;
   });
   return absl::OkStatus();
 }
 
-DaemonLink::~DaemonLink() {
-  if (session_stream_) {
-    session_ctx_.TryCancel();
-    if (session_thread_.joinable()) session_thread_.join();
-    (void)session_stream_->Finish();
+void DaemonLink::CloseSession() {
+  if (!session_stream_) return;
+  session_ctx_->TryCancel();
+  if (session_thread_.joinable()) session_thread_.join();
+  (void)session_stream_->Finish();
+  session_stream_.reset();
+}
+
+Status DaemonLink::EnsureSession() {
+  if (!want_session_ || !session_ended_.load()) return absl::OkStatus();
+  std::lock_guard<std::mutex> one_at_a_time(ensure_mu_);
+  if (!session_ended_.load() && session_stream_) return absl::OkStatus();  // another thread reopened it
+  CloseSession();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    session_.clear();
   }
+  if (Status s = OpenSession(true); !s.ok()) {
+    session_ended_ = true;  // the next call tries again
+    return Status(s.code(), absl::StrCat("kjitd's session ended (the daemon stopped or restarted) and a new one "
+                                         "could not be opened: ", s.message()));
+  }
+  ++generation_;
+  return absl::OkStatus();
+}
+
+DaemonLink::~DaemonLink() { CloseSession(); }
+
+std::string DaemonLink::session() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return session_;
 }
 
 std::unique_ptr<grpc::ClientContext> DaemonLink::Context() const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(Until(deadline_));
+  if (!token_.empty()) ctx->AddMetadata(kTokenMetadataKey, token_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!session_.empty()) ctx->AddMetadata(kSessionMetadataKey, session_);
   return ctx;
 }

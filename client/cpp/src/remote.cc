@@ -57,8 +57,37 @@ void SetParam(inference::ModelInferRequest* r, const kernels::Param& p) {
 StatusOr<std::unique_ptr<RemoteLauncher>> RemoteLauncher::Create(DaemonLink* link, std::string_view model, bool ring,
                                                                  bool events) {
   std::unique_ptr<RemoteLauncher> r(new RemoteLauncher(link, std::string(model), events));
+  r->want_ring_ = ring;
   if (ring) KJIT_RETURN_IF_ERROR(r->OpenRing());
   return r;
+}
+
+void RemoteLauncher::CloseRing() {
+  ring_.reset();
+  ring_region_.clear();
+  if (ring_map_ != nullptr) munmap(ring_map_, ring_bytes_);
+  ring_map_ = nullptr;
+  if (!ring_key_.empty()) shm_unlink(ring_key_.c_str());
+  ring_key_.clear();
+}
+
+Status RemoteLauncher::Resync() {
+  KJIT_RETURN_IF_ERROR(link_->EnsureSession());
+  if (link_->generation() == generation_ && !stale_ && (ring_ || !want_ring_)) return absl::OkStatus();
+  // kjitd no longer knows them (it restarted): nothing to unregister, everything to register again.
+  checked_.clear();
+  allocations_.clear();
+  devices_.clear();  // their events, registered anew by DeviceFor
+  CloseRing();
+  generation_ = link_->generation();
+  stale_ = false;
+  if (want_ring_) {
+    if (Status s = OpenRing(); !s.ok()) {
+      CloseRing();
+      return Status(s.code(), absl::StrCat("opening a new launch ring after kjitd restarted: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::string RemoteLauncher::NewName(std::string_view what) {
@@ -136,8 +165,7 @@ RemoteLauncher::~RemoteLauncher() {
       (void)link_->kernels()->UnregisterEvent(ctx.get(), req, &resp);
     }
   }
-  if (ring_map_ != nullptr) munmap(ring_map_, ring_bytes_);
-  if (!ring_key_.empty()) shm_unlink(ring_key_.c_str());
+  CloseRing();
 }
 
 StatusOr<RemoteLauncher::Device*> RemoteLauncher::DeviceFor(int64_t ordinal) {
@@ -252,7 +280,17 @@ Status RemoteLauncher::Launch(const VerifyCall& call, int64_t device, CUstream s
   KJIT_ASSIGN_OR_RETURN(kernels::TypedParams params, kernels::ConvertParams(family->params(), call.params));
   KJIT_RETURN_IF_ERROR(family->Check(call.inputs, call.outputs, params).status());
   std::lock_guard<std::mutex> lock(mu_);
-  KJIT_ASSIGN_OR_RETURN(Device * d, DeviceFor(device));
+  for (int attempt = 0;; ++attempt) {
+    KJIT_RETURN_IF_ERROR(Resync());
+    KJIT_ASSIGN_OR_RETURN(Device * d, DeviceFor(device));
+    Status s = SendCall(call, d, stream);
+    // Only registrations kjitd lost (it restarted) are NOT_FOUND: nothing was launched.
+    if (s.code() != absl::StatusCode::kNotFound || attempt > 0) return s;
+    stale_ = true;
+  }
+}
+
+Status RemoteLauncher::SendCall(const VerifyCall& call, Device* d, CUstream stream) {
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   KJIT_RETURN_IF_ERROR(d->context->MakeCurrent());
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;

@@ -3,6 +3,12 @@
 // block freed and reused is registered anew), a ModelInferRequest naming regions and offsets, sent
 // over the shared-memory launch ring or gRPC. Synchronous (the caller's stream is synchronized
 // before the request) or ordered by CUDA IPC events (no host wait).
+//
+// kjitd restarted: its regions, events and rings are gone. With a session, the session's stream
+// ends with the old daemon and the next launch opens a new session and registers everything
+// again (a new ring too); while the daemon is away a launch answers UNAVAILABLE within the
+// deadline. Without a session, a launch answered NOT_FOUND (an unknown region or event) registers
+// again and is sent once more.
 #pragma once
 
 #include <cuda.h>
@@ -31,10 +37,14 @@ class RemoteLauncher {
 
   Status Launch(const VerifyCall& call, int64_t device, CUstream stream);
   bool ring() const { return ring_.has_value(); }
+  // Before a launch: when the link's session was replaced (or a launch found its registrations
+  // gone), forgets every registration and opens a new ring. UNAVAILABLE while kjitd is away.
+  Status Resync();
+  const std::string& ring_region() const { return ring_region_; }
 
  private:
   RemoteLauncher(DaemonLink* link, std::string model, bool events)
-      : link_(link), model_(std::move(model)), events_(events) {}
+      : link_(link), model_(std::move(model)), events_(events), generation_(link->generation()) {}
   struct Device {
     int64_t daemon_ordinal = 0;  // kjit_device / device_id: the daemon's numbering
     std::string uuid;
@@ -49,6 +59,9 @@ class RemoteLauncher {
     unsigned long long buffer_id = 0;
   };
   Status OpenRing();
+  void CloseRing();  // this side only: unmaps and unlinks the ring's object
+  // Registers what `call` names and sends it: NOT_FOUND when kjitd no longer knows a registration.
+  Status SendCall(const VerifyCall& call, Device* d, CUstream stream);
   StatusOr<Device*> DeviceFor(int64_t ordinal);
   // The region holding [ptr, ptr + bytes) and the offset of ptr in it.
   StatusOr<std::pair<std::string, uint64_t>> RegionFor(CUdeviceptr ptr, uint64_t bytes, const Device& d);
@@ -58,6 +71,9 @@ class RemoteLauncher {
   DaemonLink* link_;
   std::string model_;
   bool events_;
+  bool want_ring_ = false;
+  uint64_t generation_;  // the link's generation() the registrations below were made in
+  bool stale_ = false;   // a launch found them gone
   std::mutex mu_;  // one launch at a time: the ring has one slot, registrations are shared
   std::map<int64_t, std::unique_ptr<Device>> devices_;
   std::map<CUdeviceptr, Allocation> allocations_;  // by base

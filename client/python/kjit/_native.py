@@ -33,7 +33,7 @@ PACK_TENSOR = struct.Struct("<" + TENSOR)
 class ClientOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint64), ("target", ctypes.c_char_p), ("modes", ctypes.c_char_p),
                 ("deadline_ms", ctypes.c_int64), ("cache_dir", ctypes.c_char_p), ("client_name", ctypes.c_char_p),
-                ("flags", ctypes.c_int64)]
+                ("flags", ctypes.c_int64), ("token_file", ctypes.c_char_p)]
 
 
 def _candidates():

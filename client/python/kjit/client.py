@@ -15,10 +15,13 @@ class Client:
     target: "unix:///path" or "host:port" (default $KJIT_TARGET, else the daemon's default socket);
     modes: "in-process,ring,remote,embedded" or a list; deadline_ms: of every RPC and ring call;
     events: order ring/remote launches with CUDA IPC events instead of synchronizing;
-    session: open a session, so kjitd releases this process's registrations when it exits."""
+    session: open a session, so kjitd releases this process's registrations when it exits;
+    token_file: the token kjitd's --token-file asks for over TCP (default $KJIT_TOKEN_FILE).
+    A restarted kjitd is found again on the next call (ring and remote modes open a new session and
+    register again); while it is away, calls raise kjit.Error UNAVAILABLE within the deadline."""
 
     def __init__(self, target=None, modes=None, deadline_ms=0, cache_dir=None, client_name=None, events=False,
-                 session=True):
+                 session=True, token_file=None):
         lib = _native.lib()
         if isinstance(modes, (list, tuple)):
             modes = ",".join(modes)
@@ -30,6 +33,7 @@ class Client:
         opts.cache_dir = os.fsencode(cache_dir) if cache_dir else None
         opts.client_name = client_name.encode() if client_name else None
         opts.flags = (_native.FLAG_EVENTS if events else 0) | (0 if session else _native.FLAG_NO_SESSION)
+        opts.token_file = os.fsencode(token_file) if token_file else None
         handle = ctypes.c_void_p()
         _native.check(lib.kjit_client_create(ctypes.byref(opts), ctypes.byref(handle)))
         self._lib = lib

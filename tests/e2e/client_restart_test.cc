@@ -1,0 +1,80 @@
+// libkjit_client across a kjitd restart (remote.h): the session, the ring and the registrations do
+// not survive it, so the next launch opens a new session and a new ring; while the daemon is away a
+// launch is UNAVAILABLE within the deadline, never a hang. Without a GPU a launch stops at the
+// device (FAILED_PRECONDITION) after that resynchronization; tests/gpu/e2e_restart.sh runs real
+// launches across a restart.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "client/cpp/include/kjit_client.h"
+#include "client/cpp/include/kjit_client.hpp"
+#include "tests/e2e/client_args.h"
+#include "tests/e2e/daemon_process.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// This process's launch rings in /dev/shm (remote.cc names them /kjit-ring-<pid>-<n>).
+std::set<std::string> MyRings() {
+  std::set<std::string> out;
+  const std::string prefix = "kjit-ring-" + std::to_string(getpid()) + "-";
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string name = e.path().filename();
+    if (name.rfind(prefix, 0) == 0) out.insert(name);
+  }
+  return out;
+}
+
+using kjit::testing::ValidArgs;
+
+TEST(ClientRestart, RingClientOpensANewSessionAndRingAfterKjitdRestarts) {
+  if (access("/proc/driver/nvidia/version", F_OK) == 0) GTEST_SKIP() << "a GPU machine: e2e_restart.sh covers it";
+  kjit::testing::DaemonProcess daemon;
+  ASSERT_TRUE(daemon.ok()) << daemon.error();
+  const std::string target = daemon.target();
+  kjit_client_options o{};
+  o.struct_size = sizeof(o);
+  o.target = target.c_str();
+  o.modes = "ring";
+  o.deadline_ms = 2000;
+  o.client_name = "client_restart_test";
+  kjit_client* c = nullptr;
+  ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();
+  const std::set<std::string> before = MyRings();
+  ASSERT_EQ(before.size(), 1u);
+  const kjit_mla_verify_args a = ValidArgs();
+  EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_FAILED_PRECONDITION) << kjit_last_error();  // no GPU here
+
+  ASSERT_EQ(kill(daemon.pid(), SIGKILL), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the session stream sees the daemon go
+  auto t0 = Clock::now();
+  EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_UNAVAILABLE) << kjit_last_error();
+  EXPECT_NE(std::string(kjit_last_error()).find("session ended"), std::string::npos) << kjit_last_error();
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(4000));
+
+  ASSERT_TRUE(daemon.KillAndRestart()) << daemon.error();
+  t0 = Clock::now();
+  // The old ring is gone with the old daemon: a new session, a new ring, then the device check.
+  EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_FAILED_PRECONDITION) << kjit_last_error();
+  EXPECT_EQ(std::string(kjit_last_error()).find("launch ring"), std::string::npos) << kjit_last_error();
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(4000));
+  const std::set<std::string> after = MyRings();
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_NE(*after.begin(), *before.begin()) << "the ring was not opened again";
+  // A second launch finds everything in place: the same ring.
+  EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_FAILED_PRECONDITION) << kjit_last_error();
+  EXPECT_EQ(MyRings(), after);
+  kjit_client_destroy(c);
+  EXPECT_TRUE(MyRings().empty());
+  EXPECT_EQ(daemon.Stop(), 0);
+}
+
+}  // namespace
