@@ -1,0 +1,51 @@
+#include "cli/daemon_client.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <vector>
+
+namespace kjit::cli {
+
+std::string DefaultDaemonTarget() {
+  if (const char* t = std::getenv("KJIT_TARGET"); t != nullptr && *t != '\0') return t;
+  std::vector<std::string> candidates;
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg != '\0') {
+    candidates.push_back(absl::StrCat(xdg, "/kjit/kjitd.sock"));
+  }
+  candidates.push_back("/run/kjit/kjitd.sock");
+  candidates.push_back(absl::StrCat("/tmp/kjit-", getuid(), "/kjitd.sock"));
+  for (const std::string& c : candidates) {
+    struct stat st;
+    if (stat(c.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return "unix://" + c;
+  }
+  return "unix://" + candidates.front();
+}
+
+DaemonClient::DaemonClient(const std::string& target, std::chrono::milliseconds deadline)
+    : target_(target.empty() ? DefaultDaemonTarget() : target), deadline_(deadline) {
+  channel_ = grpc::CreateChannel(target_, grpc::InsecureChannelCredentials());
+  health_ = grpc::health::v1::Health::NewStub(channel_);
+  inference_ = inference::GRPCInferenceService::NewStub(channel_);
+  kernels_ = kjit::v1::KernelService::NewStub(channel_);
+}
+
+std::unique_ptr<grpc::ClientContext> DaemonClient::Context() const {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + deadline_);
+  return ctx;
+}
+
+Status DaemonClient::Check(const grpc::Status& s, const char* what, bool first_contact) const {
+  if (s.ok()) return absl::OkStatus();
+  const int code = static_cast<int>(s.error_code());
+  const auto c = code >= 0 && code <= 16 ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kUnknown;
+  if (first_contact && (c == absl::StatusCode::kUnavailable || c == absl::StatusCode::kDeadlineExceeded)) {
+    return Status(c, absl::StrCat("cannot reach kjitd at ", target_, " (", what, ": ", s.error_message(),
+                                  "); is it running? choose the daemon with --target or $KJIT_TARGET"));
+  }
+  return Status(c, absl::StrCat(what, " at ", target_, ": ", s.error_message()));
+}
+
+}  // namespace kjit::cli
