@@ -87,8 +87,9 @@ class Deb(unittest.TestCase):
     def test_pkg_config(self):
         pc = os.path.join(self.root, "usr/lib/pkgconfig")
         env = dict(os.environ, PKG_CONFIG_PATH=pc, PKG_CONFIG_LIBDIR=pc)
-        self.assertEqual(run(["pkg-config", "--libs", "kjit_client"], env=env).stdout.split(),
-                         ["-L/usr/lib", "-lkjit_client"])
+        self.assertEqual(run(["pkg-config", "--libs-only-l", "kjit_client"], env=env).stdout.split(), ["-lkjit_client"])
+        self.assertEqual(run(["pkg-config", "--variable=libdir", "kjit_client"], env=env).stdout.strip(), "/usr/lib")
+        self.assertEqual(run(["pkg-config", "--modversion", "kjit_client"], env=env).stdout.strip(), self.field("Version"))
         self.assertEqual(run(["pkg-config", "--cflags", "kjit_client"], env=env).stdout.split(),
                          ["-I/usr/include/kjit"])
 
@@ -117,9 +118,10 @@ class Deb(unittest.TestCase):
         self.assertIn("ExecStart=/usr/bin/kjitd --socket /run/kjit/kjitd.sock --cache-dir /var/cache/kjit\n", text)
         code, out = self.verify(text)
         self.assertEqual((code, out), (0, ""))
-        # The check sees mistakes: an unknown key, and a directive in the wrong section.
+        # The check sees mistakes: an unknown key, a directive in the wrong section, a bad value.
         self.assertIn("Unknown key", self.verify(text.replace("Restart=on-failure", "Restart=on-failure\nRestartt=no"))[1])
-        self.assertIn("Unknown key", self.verify(text.replace("[Service]", "[Service]\nStartLimitBurst=3"))[1])
+        self.assertIn("Unknown key", self.verify(text.replace("[Service]", "[Service]\nWantedBy=multi-user.target"))[1])
+        self.assertIn("restart specifier", self.verify(text.replace("Restart=on-failure", "Restart=sometimes"))[1])
 
     def test_unit_settings(self):
         settings = {}
@@ -215,6 +217,7 @@ def main():
     p.add_argument("--source", required=True)
     p.add_argument("--kjit", required=True)
     ARGS, rest = p.parse_known_args()
+    ARGS.build, ARGS.source, ARGS.kjit = (os.path.abspath(x) for x in (ARGS.build, ARGS.source, ARGS.kjit))
     unittest.main(argv=[sys.argv[0], "-v", *rest])
 
 
