@@ -1,30 +1,23 @@
 #include "cli/daemon_client.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cstdlib>
-#include <vector>
+
+#include "runtime/common/daemon_target.h"
 
 namespace kjit::cli {
 
-std::string DefaultDaemonTarget() {
+namespace {
+
+std::string TargetOrDefault(const std::string& target) {
+  if (!target.empty()) return target;
   if (const char* t = std::getenv("KJIT_TARGET"); t != nullptr && *t != '\0') return t;
-  std::vector<std::string> candidates;
-  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg != '\0') {
-    candidates.push_back(absl::StrCat(xdg, "/kjit/kjitd.sock"));
-  }
-  candidates.push_back("/run/kjit/kjitd.sock");
-  candidates.push_back(absl::StrCat("/tmp/kjit-", getuid(), "/kjitd.sock"));
-  for (const std::string& c : candidates) {
-    struct stat st;
-    if (stat(c.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return "unix://" + c;
-  }
-  return "unix://" + candidates.front();
+  return DefaultDaemonTarget();
 }
 
+}  // namespace
+
 DaemonClient::DaemonClient(const std::string& target, std::chrono::milliseconds deadline)
-    : target_(target.empty() ? DefaultDaemonTarget() : target), deadline_(deadline) {
+    : target_(TargetOrDefault(target)), deadline_(deadline) {
   channel_ = grpc::CreateChannel(target_, grpc::InsecureChannelCredentials());
   health_ = grpc::health::v1::Health::NewStub(channel_);
   inference_ = inference::GRPCInferenceService::NewStub(channel_);

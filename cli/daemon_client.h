@@ -15,13 +15,9 @@
 
 namespace kjit::cli {
 
-// $KJIT_TARGET, else the first of PROTOCOL.md's socket paths that is a socket
-// ($XDG_RUNTIME_DIR/kjit/kjitd.sock, /run/kjit/kjitd.sock, /tmp/kjit-$UID/kjitd.sock), else the first.
-std::string DefaultDaemonTarget();
-
 class DaemonClient {
  public:
-  // target: "unix:///path" or "host:port" ("" -> DefaultDaemonTarget()).
+  // target: "unix:///path" or "host:port" ("" -> $KJIT_TARGET, else runtime/common's DefaultDaemonTarget()).
   DaemonClient(const std::string& target, std::chrono::milliseconds deadline);
   const std::string& target() const { return target_; }
 

@@ -30,6 +30,14 @@ class Deb(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="kjit-deb-")
+        try:
+            cls.build_deb()
+        except BaseException:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+            raise
+
+    @classmethod
+    def build_deb(cls):
         r = run(["cpack", "-G", "DEB", "-B", cls.tmp, "--config", os.path.join(ARGS.build, "CPackConfig.cmake")],
                 cwd=ARGS.build)
         if r.returncode != 0:

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/daemon_target.h"
 #include "runtime/kernels/registry.h"
 
 namespace kjit::client {
@@ -14,27 +15,11 @@ namespace {
 
 constexpr char kSessionMetadataKey[] = "kjit-session";
 
-bool IsSocket(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
-}
-
 std::chrono::system_clock::time_point Until(std::chrono::milliseconds d) { return std::chrono::system_clock::now() + d; }
 
 }  // namespace
 
-std::string DefaultTarget() {
-  std::vector<std::string> candidates;
-  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg != '\0') {
-    candidates.push_back(absl::StrCat(xdg, "/kjit/kjitd.sock"));
-  }
-  candidates.push_back("/run/kjit/kjitd.sock");
-  candidates.push_back(absl::StrCat("/tmp/kjit-", getuid(), "/kjitd.sock"));
-  for (const std::string& c : candidates) {
-    if (IsSocket(c)) return "unix://" + c;
-  }
-  return "unix://" + candidates.front();
-}
+std::string DefaultTarget() { return DefaultDaemonTarget(); }
 
 Status FromGrpc(const grpc::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
