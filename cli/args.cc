@@ -59,6 +59,11 @@ std::string HelpText(const Command& cmd) {
   return out;
 }
 
+int Fail(const Status& s) {
+  std::fprintf(stderr, "kjit: %s\n", std::string(s.message()).c_str());
+  return kExitFailure;
+}
+
 int UsageError(const Command& cmd, const Status& s) {
   std::fprintf(stderr, "kjit: %s\nusage: %s (see --help)\n", std::string(s.message()).c_str(),
                cmd.usage.c_str());

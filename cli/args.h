@@ -45,6 +45,9 @@ StatusOr<Parsed> Parse(const Command& cmd, int argc, char** argv, int first);
 
 std::string HelpText(const Command& cmd);
 
+// Prints "kjit: <message>"; returns kExitFailure.
+int Fail(const Status& s);
+
 // Prints "kjit: <message>" and a hint to use --help; returns kExitUsage.
 int UsageError(const Command& cmd, const Status& s);
 

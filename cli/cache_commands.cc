@@ -1,4 +1,4 @@
-// `kjit cache ls | show KEY | verify | gc [--max-bytes N] | clear`.
+// `kjit cache ls | show KEY | verify | gc [--max-bytes N] | clear` (and `stats`: cache_stats_command.cc).
 #include <cstdio>
 #include <string>
 
@@ -40,13 +40,10 @@ const Command kCache{"kjit cache COMMAND [flags]",
                      "  ls        list entries\n  show KEY  one entry's metadata\n"
                      "  verify    check every entry, remove broken ones\n"
                      "  gc        evict least recently used entries down to a byte cap\n"
-                     "  clear     remove all entries not in use",
+                     "  clear     remove all entries not in use\n"
+                     "  stats     a running daemon's hit, miss, eviction and corruption counts (or a\n"
+                     "            directory's size with --cache-dir)",
                      {}};
-
-int Fail(const Status& s) {
-  std::fprintf(stderr, "kjit: %s\n", std::string(s.message()).c_str());
-  return kExitFailure;
-}
 
 // The cache named by --cache-dir (or the environment); null after printing why it is unusable.
 std::unique_ptr<cache::CubinCache> OpenCache(const Parsed& p, uint64_t max_bytes = 0) {
@@ -189,7 +186,8 @@ int RunCache(int argc, char** argv, int first) {
                               {"show", &kShow, Show},
                               {"verify", &kVerify, Verify},
                               {"gc", &kGc, [](const Parsed& p) { return Collect(p, false); }},
-                              {"clear", &kClear, [](const Parsed& p) { return Collect(p, true); }}};
+                              {"clear", &kClear, [](const Parsed& p) { return Collect(p, true); }},
+                              {"stats", &CacheStatsCommand(), CacheStats}};
   if (sub == "--help" || sub == "-h") {
     std::fputs(HelpText(kCache).c_str(), stdout);
     return kExitOk;

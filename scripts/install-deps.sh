@@ -9,6 +9,8 @@ packages=(
   libabsl-dev libssl-dev libboost-dev                         # Status, SHA-256, Boost.Interprocess
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # gRPC services
   nlohmann-json3-dev                                          # JSON output of the kjit tool
+  prometheus-cpp-dev                                          # kjitd --metrics-listen
+  dpkg-dev fakeroot systemd python3-yaml                      # the .deb, its unit and manifests (tests/deploy)
   libgtest-dev libgmock-dev                                   # unit tests
   clang                                                       # libFuzzer harnesses (tests/fuzz)
   python3 python3-grpcio python3-protobuf python3-numpy        # Python client and its tests

@@ -41,6 +41,7 @@ cat <<MSG
 kjitd socket: unix://$socket
 example call (Python, generated stubs):
   PYTHONPATH=$stubs $py -c "import grpc; from inference import grpc_service_pb2 as pb, grpc_service_pb2_grpc as g; print(g.GRPCInferenceServiceStub(grpc.insecure_channel('unix://$socket')).ServerMetadata(pb.ServerMetadataRequest()))"
+status (health, kernels, sessions, launches): $build/cli/kjit status --target unix://$socket
 MSG
 
 "$build/runtime/server/kjitd" "${args[@]}" &

@@ -149,6 +149,14 @@ size_t RegionRegistry::ReleaseSession(const std::string& session) {
   return regions.size() + events.size();
 }
 
+RegionRegistry::Counts RegionRegistry::Count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Counts c;
+  for (const auto& [name, r] : regions_) ++(r->kind() == RegionKind::kCuda ? c.cuda_regions : c.system_regions);
+  c.events = events_.size();
+  return c;
+}
+
 void RegionRegistry::Clear() {
   std::map<std::string, std::shared_ptr<const Region>> regions;
   std::map<std::string, std::shared_ptr<const NamedEvent>> events;

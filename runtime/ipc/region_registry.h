@@ -77,6 +77,13 @@ class RegionRegistry {
   // Drops everything (daemon exit).
   void Clear();
 
+  // How many of each are registered, whoever sees them (status and metrics).
+  struct Counts {
+    size_t system_regions = 0, cuda_regions = 0, events = 0;
+  };
+  Counts Count() const;
+  size_t max_entries() const { return max_entries_; }
+
  private:
   Status CheckRoomLocked() const;
   size_t max_entries_ = kDefaultMaxEntries;

@@ -7,6 +7,7 @@
 #include "runtime/kernels/registry.h"
 #include "runtime/server/daemon.h"
 #include "runtime/common/log.h"
+#include "runtime/server/metrics.h"
 
 namespace kjit::server {
 namespace {
@@ -25,6 +26,7 @@ Daemon::Daemon()
       }) {}
 
 void Daemon::AddCompiled(const kernels::CompiledKernel& k) {
+  RecordCompile(k);
   std::lock_guard<std::mutex> lock(compiled_mu);
   compiled[CompiledKey(k.spec.family, k.spec.name, k.arch)] = k;
 }

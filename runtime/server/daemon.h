@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,6 +34,7 @@ struct Daemon {
   SessionTable sessions;
   launch::Launcher launcher;  // every ModelInfer's path, gRPC and ring alike
   std::atomic<bool> ready{false};
+  const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   // Set when a launch left a CUDA context unusable (sticky error such as an illegal address): the
   // daemon stops accepting work and exits non-zero so that its supervisor restarts it (the cubin
   // cache on disk stays valid). In-flight requests fail with the CUDA error.

@@ -1,5 +1,6 @@
 #include "runtime/server/flags.h"
 
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -27,19 +28,37 @@ std::string DirOf(const std::string& path) {
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
 }
 
-// HOST:PORT with a port in 1..65535 (an IPv6 host in brackets).
-Status CheckListen(const std::string& v) {
+// HOST:PORT with a port in 1..65535 (an IPv6 host in brackets); `example` shows the form.
+Status CheckListen(const std::string& flag, const std::string& v, const char* example) {
   const size_t colon = v.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == v.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("--listen: '", v, "' is not HOST:PORT (e.g. 127.0.0.1:8001)"));
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": '", v, "' is not HOST:PORT (e.g. ", example, ")"));
   }
   const std::string port = v.substr(colon + 1);
   int p = 0;
   if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || !absl::SimpleAtoi(port, &p) ||
       p < 1 || p > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("--listen: port '", port, "' is not in 1..65535"));
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": port '", port, "' is not in 1..65535"));
   }
   return absl::OkStatus();
+}
+
+// The metrics server (civetweb) binds numeric addresses only: an IPv4 address, [IPv6], or
+// localhost (taken as 127.0.0.1). Returns the address to bind.
+StatusOr<std::string> CheckMetricsListen(const std::string& v) {
+  KJIT_RETURN_IF_ERROR(CheckListen("--metrics-listen", v, "127.0.0.1:8002"));
+  const size_t colon = v.rfind(':');
+  const std::string host = v.substr(0, colon);
+  if (host == "localhost") return absl::StrCat("127.0.0.1", v.substr(colon));
+  in_addr v4;
+  in6_addr v6;
+  const bool ipv6 = host.size() > 2 && host.front() == '[' && host.back() == ']' &&
+                    inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &v6) == 1;
+  if (!ipv6 && inet_pton(AF_INET, host.c_str(), &v4) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics-listen: host '", host, "' is not an IPv4 address, "
+                                                   "[IPv6 address] or localhost"));
+  }
+  return v;
 }
 
 // A whole number in [lo, hi] for `flag`.
@@ -60,12 +79,14 @@ bool IsLoopbackListen(const std::string& listen) {
 }
 
 std::string Usage() {
-  return "usage: kjitd [--socket PATH] [--listen HOST:PORT] [--cache-dir DIR] [--arch sm_XX[,sm_YY]]\n"
-         "             [--log-level error|warn|info|debug] [--ring-spin-us N] [--allow-tcp-system-shm]\n"
-         "             [--max-request-bytes N] [--max-regions N] [--max-sessions N] [--max-rings N]\n"
-         "             [--token-file PATH] [--enable-fault-injection] [--help]\n"
+  return "usage: kjitd [--socket PATH] [--listen HOST:PORT] [--metrics-listen IP:PORT] [--cache-dir DIR]\n"
+         "             [--arch sm_XX[,sm_YY]] [--log-level error|warn|info|debug] [--ring-spin-us N]\n"
+         "             [--allow-tcp-system-shm] [--max-request-bytes N] [--max-regions N] [--max-sessions N]\n"
+         "             [--max-rings N] [--token-file PATH] [--enable-fault-injection] [--help]\n"
          "  --socket     Unix socket (default " + DefaultSocketPath() + ")\n"
          "  --listen     also serve TCP on HOST:PORT (e.g. 127.0.0.1:8001); off unless given\n"
+         "  --metrics-listen  Prometheus text at http://IP:PORT/metrics (e.g. 127.0.0.1:8002; an IPv4\n"
+         "               address, [IPv6] or localhost); off unless given; a port in use is an error\n"
          "  --cache-dir  cubin cache directory (default $KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit,\n"
          "               else ~/.cache/kjit; cap it with $KJIT_CACHE_MAX_BYTES)\n"
          "  --arch       extra archs to compile at startup besides the GPUs' own (e.g. sm_120,sm_90)\n"
@@ -107,7 +128,7 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
        : arg == "--enable-fault-injection" ? f.enable_fault_injection : f.help) = true;
       continue;
     }
-    if (arg != "--socket" && arg != "--listen" && arg != "--cache-dir" && arg != "--arch" &&
+    if (arg != "--socket" && arg != "--listen" && arg != "--metrics-listen" && arg != "--cache-dir" && arg != "--arch" &&
         arg != "--log-level" && arg != "--ring-spin-us" && arg != "--max-request-bytes" &&
         arg != "--max-regions" && arg != "--max-sessions" && arg != "--max-rings" && arg != "--token-file") {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag '", argv[i], "'\n", Usage()));
@@ -118,8 +139,11 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
     }
     if (arg == "--socket") f.socket = value;
     if (arg == "--listen") {
-      KJIT_RETURN_IF_ERROR(CheckListen(value));
+      KJIT_RETURN_IF_ERROR(CheckListen(arg, value, "127.0.0.1:8001"));
       f.listen = value;
+    }
+    if (arg == "--metrics-listen") {
+      KJIT_ASSIGN_OR_RETURN(f.metrics_listen, CheckMetricsListen(value));
     }
     if (arg == "--cache-dir") f.cache_dir = value;
     if (arg == "--token-file") {

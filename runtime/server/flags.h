@@ -12,6 +12,7 @@ namespace kjit::server {
 struct Flags {
   std::string socket;               // Unix socket path ("" -> DefaultSocketPath())
   std::string listen;               // HOST:PORT for TCP; "" -> no TCP
+  std::string metrics_listen;       // IP:PORT for Prometheus /metrics; "" -> off ("localhost" -> 127.0.0.1)
   std::string cache_dir;            // "" -> the cache's own default
   std::vector<std::string> archs;   // extra archs to compile at startup
   std::string log_level = "info";   // error, warn, info, debug

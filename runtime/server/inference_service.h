@@ -6,6 +6,7 @@
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "runtime/server/daemon.h"
+#include "runtime/server/metrics.h"
 
 namespace kjit::server {
 
@@ -28,7 +29,7 @@ class InferenceService final : public InferenceServiceBase {
   // ModelInfer's work, statistics included, for every transport (gRPC, launch rings), in the
   // caller's session ("" outside one: the session's regions are visible only to it).
   Status Infer(const inference::ModelInferRequest& req, const std::string& session,
-               inference::ModelInferResponse* resp);
+               inference::ModelInferResponse* resp, Transport via = Transport::kGrpc);
 
   grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
                            inference::ServerReadyResponse*) override;

@@ -30,6 +30,9 @@ class KernelService final : public kjit::v1::KernelService::Service {
   grpc::Status CloseRing(grpc::ServerContext*, const v1::CloseRingRequest*, v1::CloseRingResponse*) override;
   grpc::Status OpenSession(grpc::ServerContext*,
                            grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>*) override;
+  // daemon_status.cc
+  grpc::Status DaemonStatus(grpc::ServerContext*, const v1::DaemonStatusRequest*,
+                            v1::DaemonStatusResponse*) override;
 
  private:
   Daemon* d_;

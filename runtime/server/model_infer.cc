@@ -18,7 +18,7 @@
 namespace kjit::server {
 
 Status InferenceService::Infer(const inference::ModelInferRequest& req, const std::string& session,
-                               inference::ModelInferResponse* resp) {
+                               inference::ModelInferResponse* resp, Transport via) {
   if (IsFaultInjection(*d_, req)) return InjectFault(d_, req);  // test only (fault_inject.h)
   const auto t0 = std::chrono::steady_clock::now();
   DecodedInfer decoded;
@@ -26,11 +26,10 @@ Status InferenceService::Infer(const inference::ModelInferRequest& req, const st
   Status s = DecodeInferRequest(req, &decoded);
   decoded.request.session = session;
   if (s.ok()) s = d_->launcher.Run(decoded.request, &result);
-  if (result.family != nullptr) {
-    const uint64_t ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
-    CountersOf(result.family).Record(s.ok(), ns, result.compute_ns);
-  }
+  const uint64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  if (result.family != nullptr) CountersOf(result.family).Record(s.ok(), ns, result.compute_ns);
+  RecordLaunch(result.family, ModeOf(via, decoded.request.params), s.code(), ns);
   if (s.ok()) {
     EncodeInferResponse(req, std::move(result), resp);
   } else {

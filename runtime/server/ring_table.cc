@@ -192,6 +192,13 @@ void RingTable::Clear() {
   all.clear();
 }
 
+size_t RingTable::Count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [name, poller] : rings_) n += poller->finished() ? 0 : 1;
+  return n;
+}
+
 void RingTable::PruneLocked() {
   for (auto it = rings_.begin(); it != rings_.end();) {
     if (it->second->finished()) {

@@ -48,6 +48,8 @@ class RingTable {
   void Close(const std::string& region, const std::string& session);
   // Stops every poller (daemon exit, before the devices go).
   void Clear();
+  size_t Count();  // rings being polled (status and metrics)
+  size_t max_rings() const { return max_rings_; }
 
  private:
   const ipc::RegionRegistry* regions_;

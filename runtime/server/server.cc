@@ -14,6 +14,7 @@
 #include "runtime/server/inference_service.h"
 #include "runtime/server/kernel_service.h"
 #include "runtime/server/library_logs.h"
+#include "runtime/server/metrics_endpoint.h"
 #include "runtime/server/token.h"
 #include "runtime/server/unix_listener.h"
 #include "runtime/common/log.h"
@@ -108,6 +109,14 @@ Status RunDaemon(const Flags& flags) {
   d.regions.SetMaxEntries(static_cast<size_t>(flags.max_regions));
   d.sessions.SetMaxSessions(static_cast<size_t>(flags.max_sessions));
   d.rings.SetMaxRings(static_cast<size_t>(flags.max_rings));
+  std::unique_ptr<MetricsEndpoint> metrics;  // destroyed before d: no scrape outlives the daemon's state
+  if (!flags.metrics_listen.empty()) {
+    if (!IsLoopbackListen(flags.metrics_listen)) {
+      Log(LogLevel::kWarn, absl::StrCat("--metrics-listen ", flags.metrics_listen, " is not a loopback address: "
+                                        "every host that reaches it may read this daemon's metrics"));
+    }
+    KJIT_ASSIGN_OR_RETURN(metrics, MetricsEndpoint::Start(flags.metrics_listen, &d));
+  }
   KJIT_RETURN_IF_ERROR(PrepareSocketPath(flags.socket));
   // The socket's group may connect too (0660 in a directory of ours).
   KJIT_ASSIGN_OR_RETURN(std::unique_ptr<UnixListener> unix_listener, UnixListener::Bind(flags.socket, 0660));
@@ -118,7 +127,9 @@ Status RunDaemon(const Flags& flags) {
   HealthService health;  // NOT_SERVING until the kernels are loaded
   d.rings.SetSpin(std::chrono::microseconds(flags.ring_spin_us));
   d.rings.SetHandler([&inference](const inference::ModelInferRequest& req, const std::string& session,
-                                   inference::ModelInferResponse* resp) { return inference.Infer(req, session, resp); });
+                                   inference::ModelInferResponse* resp) {
+    return inference.Infer(req, session, resp, Transport::kRing);
+  });
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(static_cast<int>(flags.max_request_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(flags.max_request_bytes));

@@ -73,6 +73,11 @@ Status CheckDeviceUuid(const grpc::ServerContext& ctx, const std::string& what, 
       "client's: check the client's CUDA_VISIBLE_DEVICES"));
 }
 
+size_t SessionTable::Count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_.size();
+}
+
 bool SessionTable::IsOpen(const std::string& id) const {
   std::lock_guard<std::mutex> lock(mu_);
   return open_.count(id) != 0;

@@ -42,6 +42,8 @@ class SessionTable {
   // The session a request names: "" when none; NOT_FOUND when it names an unknown one.
   StatusOr<std::string> SessionOf(const grpc::ServerContext& ctx) const;
   bool IsOpen(const std::string& id) const;
+  size_t Count() const;  // open sessions (status and metrics)
+  size_t max_sessions() const { return max_sessions_; }
 
  private:
   struct Entry {

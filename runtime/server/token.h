@@ -10,11 +10,11 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/common/daemon_target.h"  // kTokenMetadataKey, the clients' side
 #include "runtime/common/status.h"
 
 namespace kjit::server {
 
-inline constexpr char kTokenMetadataKey[] = "kjit-token";
 
 // The token in `path`: a regular file owned by kjitd's user (or root) that no other user may read
 // or write (mode 0600 or 0400), at most 4 KiB, one line of printable ASCII without spaces (a

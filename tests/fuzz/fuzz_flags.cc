@@ -28,8 +28,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       flags->max_sessions < 1 || flags->max_rings < 1 || flags->socket.empty()) {
     __builtin_trap();
   }
-  if (!flags->listen.empty()) {
-    const std::string port = flags->listen.substr(flags->listen.rfind(':') + 1);
+  for (const std::string* listen : {&flags->listen, &flags->metrics_listen}) {
+    if (listen->empty()) continue;
+    const std::string port = listen->substr(listen->rfind(':') + 1);
     const long p = std::stol(port);
     if (p < 1 || p > 65535) __builtin_trap();
   }

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
@@ -59,7 +60,8 @@ class KjitCli : public ::testing::Test {
 
 TEST_F(KjitCli, HelpAndUsageErrors) {
   for (const char* cmd : {"--help", "compile --help", "cache --help", "cache ls --help", "cache show --help",
-                          "cache verify --help", "cache gc --help", "cache clear --help"}) {
+                          "cache verify --help", "cache gc --help", "cache clear --help", "cache stats --help",
+                          "status --help"}) {
     CliRun r = Kjit(cmd);
     EXPECT_EQ(r.code, 0) << cmd << "\n" << r.out;
     EXPECT_NE(r.out.find("usage: kjit"), std::string::npos) << cmd;
@@ -71,6 +73,10 @@ TEST_F(KjitCli, HelpAndUsageErrors) {
   EXPECT_EQ(Kjit("cache show").code, 2);
   EXPECT_EQ(Kjit("cache gc --max-bytes lots" + Dir()).code, 2);
   EXPECT_EQ(Kjit("compile").code, 2);
+  EXPECT_EQ(Kjit("status --bogus").code, 2);
+  EXPECT_EQ(Kjit("status --deadline-ms 0").code, 2);
+  EXPECT_EQ(Kjit("status extra").code, 2);
+  EXPECT_EQ(Kjit("cache stats --target unix:///x.sock" + Dir()).code, 2);
   EXPECT_EQ(Kjit("compile --arch sm_120 --kernel no_such_family" + Dir()).code, 2);
   CliRun bad_arch = Kjit("compile --arch sm_120,sm_99" + Dir());
   EXPECT_EQ(bad_arch.code, 2);
@@ -108,6 +114,23 @@ TEST_F(KjitCli, LsShowVerifyGcClear) {
   EXPECT_NE(gc.out.find("\"removed\": 1"), std::string::npos) << gc.out;
   EXPECT_EQ(Kjit("cache clear" + Dir()).code, 0);
   EXPECT_NE(Kjit("cache ls" + Dir()).out.find("0 entries"), std::string::npos);
+}
+
+// `kjit cache stats --cache-dir` reads a directory; without it the daemon is asked, and a daemon
+// that is not there is a failure (exit 1) that names the target, within the deadline.
+TEST_F(KjitCli, CacheStatsOfADirectoryAndOfAMissingDaemon) {
+  Fill();
+  CliRun r = Kjit("cache stats --json" + Dir());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"entries\": 3"), std::string::npos) << r.out;
+  const std::string target = "unix://" + dir_.path() + "/no-daemon.sock";
+  for (const char* cmd : {"cache stats", "status", "status --health"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    CliRun gone = Kjit(std::string(cmd) + " --deadline-ms 2000 --target " + target);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << cmd;
+    EXPECT_EQ(gone.code, 1) << cmd << "\n" << gone.out;
+    EXPECT_NE(gone.out.find("cannot reach kjitd at " + target), std::string::npos) << cmd << "\n" << gone.out;
+  }
 }
 
 TEST_F(KjitCli, UnusableDirectoryIsAFailure) {

@@ -99,6 +99,29 @@ TEST(Flags, ListenMustBeHostAndAPortInRange) {
   EXPECT_FALSE(IsLoopbackListen("10.0.0.2:8001"));
 }
 
+// --metrics-listen is off by default and validated as --listen is; civetweb binds numeric
+// addresses only, so a host name other than localhost is refused here rather than at bind time.
+TEST(Flags, MetricsListenIsOffByDefaultAndNumeric) {
+  auto none = Parse({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->metrics_listen.empty());
+  auto f = Parse({"--metrics-listen=127.0.0.1:8002"});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->metrics_listen, "127.0.0.1:8002");
+  EXPECT_EQ(Parse({"--metrics-listen", "localhost:8002"})->metrics_listen, "127.0.0.1:8002");
+  EXPECT_EQ(Parse({"--metrics-listen", "[::1]:8002"})->metrics_listen, "[::1]:8002");
+  EXPECT_EQ(Parse({"--metrics-listen", "0.0.0.0:8002"})->metrics_listen, "0.0.0.0:8002");
+  for (const char* bad : {"127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1", ":8002", "8002", "127.0.0.1:80a",
+                          "metrics.example:8002", "[::1:8002", "[zz]:8002", "127.0.0.256:8002"}) {
+    auto r = Parse({"--metrics-listen", bad});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find("--metrics-listen"), std::string::npos) << r.status();
+  }
+  EXPECT_EQ(Parse({"--metrics-listen"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Usage().find("--metrics-listen"), std::string::npos);
+}
+
 // A socket directory reached through a symbolic link another user owns is refused: that user could
 // later point it at a listener of their own. So is one every user may write without the sticky bit.
 TEST(Flags, PrepareSocketPathRefusesAnotherUsersSymlinkAndWorldWritableDirectories) {

@@ -63,7 +63,7 @@ Status Client::ConnectOnce(const kjit_client_options& o) {
   const char* token_file = o.token_file != nullptr ? o.token_file : Env("KJIT_TOKEN_FILE");
   std::string token;
   if (token_file != nullptr) {
-    auto read = ReadTokenFile(token_file);
+    auto read = ReadClientTokenFile(token_file);  // KJIT_TOKEN_FILE or kjit_client_options.token_file
     if (!read.ok()) return connect_status_ = read.status();
     token = *std::move(read);
   }

@@ -11,52 +11,19 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/daemon_target.h"
 #include "runtime/kernels/registry.h"
 
 namespace kjit::client {
 namespace {
 
 constexpr char kSessionMetadataKey[] = "kjit-session";
-constexpr char kTokenMetadataKey[] = "kjit-token";
-
-bool IsSocket(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
-}
 
 std::chrono::system_clock::time_point Until(std::chrono::milliseconds d) { return std::chrono::system_clock::now() + d; }
 
 }  // namespace
 
-std::string DefaultTarget() {
-  std::vector<std::string> candidates;
-  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg != '\0') {
-    candidates.push_back(absl::StrCat(xdg, "/kjit/kjitd.sock"));
-  }
-  candidates.push_back("/run/kjit/kjitd.sock");
-  candidates.push_back(absl::StrCat("/tmp/kjit-", getuid(), "/kjitd.sock"));
-  for (const std::string& c : candidates) {
-    if (IsSocket(c)) return "unix://" + c;
-  }
-  return "unix://" + candidates.front();
-}
-
-StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  if (in) text << in.rdbuf();
-  if (!in) {
-    return absl::InvalidArgumentError(absl::StrCat("token file ", path, " (KJIT_TOKEN_FILE): cannot read it: ",
-                                                   std::strerror(errno)));
-  }
-  std::string token = text.str();
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-  if (token.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("token file ", path, " (KJIT_TOKEN_FILE) is empty: it must hold "
-                                                   "the token of kjitd's --token-file"));
-  }
-  return token;
-}
+std::string DefaultTarget() { return DefaultDaemonTarget(); }
 
 Status FromGrpc(const grpc::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();

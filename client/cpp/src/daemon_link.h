@@ -28,10 +28,6 @@ namespace kjit::client {
 // /tmp/kjit-$UID/kjitd.sock; the first that exists, else the first candidate.
 std::string DefaultTarget();
 
-// The token in `path` (KJIT_TOKEN_FILE or kjit_client_options.token_file), a trailing newline
-// dropped; INVALID_ARGUMENT saying what to fix for a missing, unreadable or empty file.
-StatusOr<std::string> ReadTokenFile(const std::string& path);
-
 class DaemonLink {
  public:
   // UNAVAILABLE when the daemon does not answer ServerLive within the deadline.
