@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "runtime/common/daemon_target.h"
 #include "runtime/common/log.h"
 #include "runtime/kernels/registry.h"
 
