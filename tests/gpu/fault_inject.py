@@ -109,7 +109,12 @@ def main():
     print(f"concurrent client: {len(seen)} calls, {codes.count(grpc.StatusCode.OK)} OK, last {seen[-1][0].name} "
           f"({seen[-1][1]}), slowest {max(s for _, _, s in seen):.2f} s")
     assert codes.count(grpc.StatusCode.OK) >= 1, "the concurrent client never launched before the fault"
-    bad = [(c, d) for c, d, _ in seen if c not in (grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE)]
+    # Every call OK or UNAVAILABLE, except that the one in flight while kjitd shuts down may end
+    # CANCELLED: gRPC's server cancels a call its shutdown catches before a handler took it (a stock
+    # client sees that; libkjit_client reports it as UNAVAILABLE).
+    allowed = (grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE)
+    bad = [(c, d) for i, (c, d, _) in enumerate(seen)
+           if c not in allowed and not (i == len(seen) - 1 and c == grpc.StatusCode.CANCELLED)]
     assert not bad, f"the concurrent client got {bad}"
     print("fault_inject: OK")
 

@@ -27,9 +27,16 @@ std::string DefaultTarget() { return DefaultDaemonTarget(); }
 
 Status FromGrpc(const grpc::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
+  const absl::string_view w(what.data(), what.size());
+  // This library never cancels a call itself (its calls end by their deadlines), so CANCELLED is
+  // gRPC's answer to a call that was in flight while kjitd shut down: the daemon is unavailable.
+  if (s.error_code() == grpc::StatusCode::CANCELLED) {
+    return absl::UnavailableError(absl::StrCat(w, ": kjitd stopped while the call was in flight (", s.error_message(),
+                                               "); retry once it is back"));
+  }
   const int code = static_cast<int>(s.error_code());
   const auto c = code >= 0 && code <= 16 ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kUnknown;
-  return Status(c, absl::StrCat(absl::string_view(what.data(), what.size()), ": ", s.error_message()));
+  return Status(c, absl::StrCat(w, ": ", s.error_message()));
 }
 
 StatusOr<std::unique_ptr<DaemonLink>> DaemonLink::Connect(const std::string& target,
