@@ -34,6 +34,16 @@ if [ -n "${KJIT_SGLANG_GIT:-}" ]; then
     git --git-dir="$KJIT_SGLANG_GIT" show "HEAD:python/sglang/srt/layers/attention/triton_ops/$f" >".devpack/sglang/$f"
   done
 fi
+# KJIT_BASE_BUILD (a build directory) and KJIT_BASE_TREE (its source tree, e.g. a git worktree of
+# an earlier commit) bundle a base for tests/gpu/client_ab.sh into .devpack/base.
+if [ -n "${KJIT_BASE_BUILD:-}" ] && [ -n "${KJIT_BASE_TREE:-}" ]; then
+  mkdir -p .devpack/base/bin .devpack/base/lib .devpack/base/tree/bench .devpack/base/tree/client .devpack/base/tree/tests
+  cp "$KJIT_BASE_BUILD/runtime/server/kjitd" .devpack/base/bin/
+  cp -L "$KJIT_BASE_BUILD/client/cpp/libkjit_client.so.1" .devpack/base/lib/
+  cp -r "$KJIT_BASE_TREE/bench/client_bench" .devpack/base/tree/bench/
+  cp -r "$KJIT_BASE_TREE/client/python" .devpack/base/tree/client/
+  cp -r "$KJIT_BASE_TREE/tests/gpu" .devpack/base/tree/tests/
+fi
 [ -d client/python ] && cp -r client/python .devpack/python
 mkdir -p .devpack/python && cp "$build/proto/kjit_protos.desc" .devpack/python/  # for tests/gpu/e2e_torch.py
 echo "bundled: ${bins[*]##*/}"
