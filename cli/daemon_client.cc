@@ -18,8 +18,10 @@ std::string TargetOrDefault(const std::string& target) {
 
 DaemonClient::DaemonClient(const std::string& target, std::chrono::milliseconds deadline)
     : target_(TargetOrDefault(target)), deadline_(deadline) {
-  // kjitd --token-file: TCP calls carry the token (the Unix socket needs none).
-  if (const char* f = std::getenv("KJIT_TOKEN_FILE"); f != nullptr && *f != '\0') {
+  // kjitd --token-file: TCP calls carry the token. The Unix socket needs none, and a stray
+  // $KJIT_TOKEN_FILE must not fail a probe there.
+  const bool tcp = target_.rfind("unix:", 0) != 0;
+  if (const char* f = std::getenv("KJIT_TOKEN_FILE"); tcp && f != nullptr && *f != '\0') {
     auto token = ReadClientTokenFile(f);
     if (token.ok()) token_ = *std::move(token);
     else token_status_ = token.status();

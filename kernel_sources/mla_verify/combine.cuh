@@ -164,9 +164,9 @@ __device__ __forceinline__ void CombineRows(const MlaVerifyParams& p, CombineSme
 template <int kHeads>
 __device__ __forceinline__ void CombineBody(const MlaVerifyParams& p) {
   __shared__ CombineSmem sm;
-  if (p.combine_row_parts == 0) {  // uniform over the grid
+  if (!CombineIsWide(p.combine_row_parts, p.num_splits + 1)) {  // uniform over the grid
     CombineRows<kHeads, 0>(p, sm);
-  } else if (p.combine_row_parts == 1) {
+  } else if (CombinePartsOf(p.combine_row_parts) == 1) {
     CombineRows<kHeads, 1>(p, sm);
   } else {
     CombineRows<kHeads, kCombineMaxRowParts>(p, sm);

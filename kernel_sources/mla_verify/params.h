@@ -47,7 +47,7 @@ struct MlaVerifyParams {
   int num_splits;  // prefix chunks; the workspace holds num_splits + 1 states per row
   int rows_cap;    // max_draft * H: rows of one request's states
   int error_slot_count;  // the split kernel's CTAs
-  int combine_row_parts;  // the combine's layout (traits.h): 0 narrow, else CTAs per query row
+  int combine_row_parts;  // the combine's layout (traits.h: CombineIsWide, CombinePartsOf)
   int is_causal;
   int qo_indptr_64, kv_indptr_64;  // 1: that index pointer holds int64 entries
   float prefix_scale_log2;  // sm_scale * k_scale * log2(e)

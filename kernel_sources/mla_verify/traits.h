@@ -131,8 +131,8 @@ constexpr int kNumTileIds = 3;
 
 // Combine: CTAs of kCombineThreads threads, each thread 8 output columns of one query row (one
 // 16-byte load of bf16 partial O per state), kCombineBatch states per memory round trip. Two
-// layouts; the plan picks one per launch (MlaVerifyParams::combine_row_parts):
-// - Narrow (parts 0; up to kCombineOneSliceMaxStates states): a CTA serves kCombineRowsPerCta rows,
+// layouts; the plan picks one per launch (MlaVerifyParams::combine_row_parts, encoded below):
+// - Narrow (up to kCombineOneSliceMaxStates states): a CTA serves kCombineRowsPerCta rows,
 //   one slice of 64 threads each, which merges all of its row's states. Launches with many rows (64
 //   heads or batches) stay about one wave: a CTA's 512 threads at ~86 registers leave no room for a
 //   second on an SM.
@@ -156,10 +156,24 @@ constexpr int kCombineOneSliceMaxStates = 32;
 
 // Whether `states` per row need the wide layout.
 KJIT_MLA_HOST_DEVICE constexpr bool CombineWide(int states) { return states > kCombineOneSliceMaxStates; }
-// The combine's CTAs per request (its grid's x) for rows_cap rows: narrow for parts == 0, else
-// `parts` per row.
-KJIT_MLA_HOST_DEVICE constexpr unsigned CombineCtasPerRequest(unsigned rows_cap, int parts) {
-  return parts > 0 ? rows_cap * static_cast<unsigned>(parts) : (rows_cap + kCombineRowsPerCta - 1) / kCombineRowsPerCta;
+// MlaVerifyParams::combine_row_parts, the layout as the launch encodes it. 1 or 2: that many CTAs
+// per row when the combine must be wide (past kCombineOneSliceMaxStates states), narrow otherwise:
+// the encoding of every plan before the plan chose the layout, kept so that an older client's
+// plan, launched on these kernels (in-process clients plan for the daemon's cubins), still reads
+// right. -1 or -2: wide with 1 or 2 CTAs per row whatever the states (a kernel before this
+// encoding takes them as narrow, which its grid of more CTAs than rows / 8 also serves).
+KJIT_MLA_HOST_DEVICE constexpr bool CombineIsWide(int row_parts, int states) {
+  return row_parts < 0 || CombineWide(states);
+}
+KJIT_MLA_HOST_DEVICE constexpr int CombinePartsOf(int row_parts) { return row_parts < 0 ? -row_parts : row_parts; }
+// The encoding of a layout: parts 0 (narrow, states <= kCombineOneSliceMaxStates) or 1, 2 per row.
+KJIT_MLA_HOST_DEVICE constexpr int CombineRowPartsFor(int parts, int states) {
+  return parts == 0 ? 1 : CombineWide(states) ? parts : -parts;
+}
+// The combine's CTAs per request (its grid's x) for rows_cap rows.
+KJIT_MLA_HOST_DEVICE constexpr unsigned CombineCtasPerRequest(unsigned rows_cap, int row_parts, int states) {
+  return CombineIsWide(row_parts, states) ? rows_cap * static_cast<unsigned>(CombinePartsOf(row_parts))
+                                          : (rows_cap + kCombineRowsPerCta - 1) / kCombineRowsPerCta;
 }
 
 }  // namespace mla

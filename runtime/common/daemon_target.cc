@@ -42,6 +42,15 @@ StatusOr<std::string> ReadClientTokenFile(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat("token file ", path, " (KJIT_TOKEN_FILE) is empty: it must hold "
                                                    "the token of kjitd's --token-file"));
   }
+  // What kjitd accepts (printable ASCII, no spaces); anything else would be invalid gRPC metadata.
+  for (const char c : token) {
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(absl::StrCat("token file ", path, " (KJIT_TOKEN_FILE) holds a character "
+                                                     "that is not printable ASCII (code ", static_cast<int>(
+                                                         static_cast<unsigned char>(c)), "): a token is one line "
+                                                     "of printable ASCII without spaces"));
+    }
+  }
   return token;
 }
 

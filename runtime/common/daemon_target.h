@@ -13,8 +13,9 @@ namespace kjit {
 std::string DefaultDaemonTarget();
 
 // The metadata key and the client's side of kjitd --token-file: the token in `path` (a trailing
-// newline dropped), or INVALID_ARGUMENT naming the file and $KJIT_TOKEN_FILE when it cannot be read
-// or is empty. (kjitd checks the file's owner and mode; a client only reads it.)
+// newline dropped), or INVALID_ARGUMENT naming the file and $KJIT_TOKEN_FILE when it cannot be read,
+// is empty or holds anything but printable ASCII without spaces (invalid gRPC metadata). (kjitd
+// checks the file's owner and mode; a client only reads it.)
 inline constexpr char kTokenMetadataKey[] = "kjit-token";
 StatusOr<std::string> ReadClientTokenFile(const std::string& path);
 

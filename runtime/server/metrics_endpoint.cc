@@ -74,8 +74,8 @@ void CollectLaunches(std::vector<MetricFamily>* out) {
 
 void CollectCompiles(std::vector<MetricFamily>* out) {
   const CompileMetrics& m = CompileMetricsOf();
-  MetricFamily seconds = Family("kjit_compile_seconds", "NVRTC compiles run by this daemon (cache misses), per "
-                                "specialization and arch", MetricType::Histogram);
+  MetricFamily seconds = Family("kjit_compile_seconds", "NVRTC compiles run by this daemon (cache misses), one "
+                                "observation per specialization and arch compiled", MetricType::Histogram);
   AddHistogram(&seconds, {}, m.seconds);
   MetricFamily kernels = Family("kjit_kernels_obtained_total", "Kernels the daemon obtained (startup, Compile, "
                                 "GetKernel), by where they came from", MetricType::Counter);

@@ -283,6 +283,18 @@ class StatusWithToken(unittest.TestCase):
                                      text=True, timeout=60)
             self.assertNotEqual(missing.returncode, 0)
             self.assertIn("KJIT_TOKEN_FILE", missing.stderr)
+            tab = os.path.join(d, "tab")
+            with open(tab, "w") as f:
+                f.write("0123456789\tabcdef0123\n")  # not valid gRPC metadata: refused before sending
+            bad = subprocess.run([ARGS.kjit, "status", "--target", tcp], env=dict(bare, KJIT_TOKEN_FILE=tab),
+                                 capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(bad.returncode, 0)
+            self.assertIn("not printable ASCII", bad.stderr)
+            # Over the Unix socket the token is not needed, and a stray $KJIT_TOKEN_FILE is not read.
+            unix = subprocess.run([ARGS.kjit, "status", "--health", "--target", "unix://" + os.path.join(d, "kjitd.sock")],
+                                  env=dict(bare, KJIT_TOKEN_FILE=os.path.join(d, "absent")), capture_output=True,
+                                  text=True, timeout=60)
+            self.assertEqual(unix.returncode, 0, unix.stderr)
         finally:
             proc.terminate()
             proc.wait(timeout=30)

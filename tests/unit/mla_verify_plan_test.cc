@@ -155,7 +155,7 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   EXPECT_EQ(plan->main.grid[2], static_cast<unsigned>(plan->num_splits) + 1);  // the tree slab last
   EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::TileWgmma64x64::kThreads));
   EXPECT_EQ(plan->main.dynamic_smem, static_cast<unsigned>(mla::kWgmmaSmemBytes));
-  EXPECT_EQ(plan->combine.grid[0], mla::CombineCtasPerRequest(rows, plan->combine_row_parts));
+  EXPECT_EQ(plan->combine.grid[0], mla::CombineCtasPerRequest(rows, plan->combine_row_parts, plan->num_splits + 1));
   EXPECT_EQ(plan->combine.block[0], static_cast<unsigned>(mla::kCombineThreads));
   EXPECT_EQ(plan->combine.grid[1], 3u);
   EXPECT_TRUE(plan->combine.programmatic_dependent);  // sm_90: griddepcontrol
@@ -230,9 +230,24 @@ TEST(MlaVerifyPlanTest, CombineLayoutFollowsItsModel) {
   EXPECT_FALSE(mla::CombineWide(1));
   EXPECT_FALSE(mla::CombineWide(mla::kCombineOneSliceMaxStates));
   EXPECT_TRUE(mla::CombineWide(mla::kCombineOneSliceMaxStates + 1));
-  EXPECT_EQ(mla::CombineCtasPerRequest(17, 0), 3u);  // narrow: 8 rows per CTA, rounded up
-  EXPECT_EQ(mla::CombineCtasPerRequest(17, 1), 17u);
-  EXPECT_EQ(mla::CombineCtasPerRequest(17, 2), 34u);
+  // The encoding (traits.h): 1 and 2 keep their first meaning (wide only past 32 states, narrow
+  // below), so an older client's plan reads as it was made; -1 and -2 are wide whatever the states.
+  EXPECT_EQ(mla::CombineCtasPerRequest(17, 1, 9), 3u);  // narrow: 8 rows per CTA, rounded up
+  EXPECT_EQ(mla::CombineCtasPerRequest(17, 2, 9), 3u);
+  EXPECT_EQ(mla::CombineCtasPerRequest(17, 1, 65), 17u);
+  EXPECT_EQ(mla::CombineCtasPerRequest(17, 2, 65), 34u);
+  EXPECT_EQ(mla::CombineCtasPerRequest(17, -1, 9), 17u);
+  EXPECT_EQ(mla::CombineCtasPerRequest(17, -2, 9), 34u);
+  EXPECT_FALSE(mla::CombineIsWide(1, mla::kCombineOneSliceMaxStates));
+  EXPECT_TRUE(mla::CombineIsWide(-1, 2));
+  EXPECT_TRUE(mla::CombineIsWide(2, mla::kCombineOneSliceMaxStates + 1));
+  for (int states : {2, 17, mla::kCombineOneSliceMaxStates, mla::kCombineOneSliceMaxStates + 1, 129}) {
+    for (int parts = mla::CombineWide(states) ? 1 : 0; parts <= mla::kCombineMaxRowParts; ++parts) {
+      const int enc = mla::CombineRowPartsFor(parts, states);
+      EXPECT_EQ(mla::CombineIsWide(enc, states), parts > 0) << states << " " << parts;
+      EXPECT_EQ(mla::CombinePartsOf(enc), parts > 0 ? parts : 1) << states << " " << parts;
+    }
+  }
   // Many states: two CTAs per row while the rows twice over fit the SMs (K7: 64 rows), else one.
   EXPECT_EQ(MlaVerifyCombineParts(1, 64, 133, 132), 2);
   EXPECT_EQ(MlaVerifyCombineParts(1, 128, 65, 132), 1);
@@ -259,19 +274,19 @@ TEST(MlaVerifyPlanTest, CombineLayoutFollowsItsModel) {
     const unsigned rows = static_cast<unsigned>(heads * draft);
     const int states = plan->num_splits + 1;
     SCOPED_TRACE(::testing::Message() << "B " << batch << " H " << heads << " D " << draft << " P " << prefix);
-    EXPECT_EQ(plan->combine_row_parts, MlaVerifyCombineParts(batch, rows, states, 132));
-    EXPECT_TRUE(!mla::CombineWide(states) || plan->combine_row_parts >= 1);
-    EXPECT_EQ(plan->combine.grid[0], mla::CombineCtasPerRequest(rows, plan->combine_row_parts));
+    EXPECT_EQ(plan->combine_row_parts, mla::CombineRowPartsFor(MlaVerifyCombineParts(batch, rows, states, 132), states));
+    EXPECT_TRUE(!mla::CombineWide(states) || mla::CombineIsWide(plan->combine_row_parts, states));
+    EXPECT_EQ(plan->combine.grid[0], mla::CombineCtasPerRequest(rows, plan->combine_row_parts, states));
     EXPECT_EQ(plan->combine.grid[1], static_cast<unsigned>(batch));
     EXPECT_LE(plan->combine.grid[0] * plan->combine.grid[1], 2u * 132);
   }
   auto p1k = PlanMlaVerify(Problem(1, 8, 16, 1024), H200());
   ASSERT_TRUE(p1k.ok()) << p1k.status();
-  EXPECT_EQ(p1k->combine_row_parts, 1);
+  EXPECT_EQ(p1k->combine_row_parts, -1);  // wide with 17 states: the new encoding
   EXPECT_EQ(p1k->combine.grid[0], 128u);
   auto k5 = PlanMlaVerify(Problem(1, 64, 16, 65536), H200());
   ASSERT_TRUE(k5.ok()) << k5.status();
-  EXPECT_EQ(k5->combine_row_parts, 0);
+  EXPECT_EQ(k5->combine_row_parts, 1);  // narrow, as every earlier plan encoded it
   auto k7 = PlanMlaVerify(Problem(1, 8, 8, 65536), H200());
   ASSERT_TRUE(k7.ok()) << k7.status();
   EXPECT_EQ(k7->combine_row_parts, 2);

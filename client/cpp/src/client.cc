@@ -61,7 +61,10 @@ Status Client::ConnectOnce(const kjit_client_options& o) {
   connect_tried_ = true;
   const std::string name = o.client_name != nullptr ? o.client_name : absl::StrCat("kjit pid ", getpid());
   const bool session = (o.flags & KJIT_MODE_FLAG_NO_SESSION) == 0;
-  const char* token_file = o.token_file != nullptr ? o.token_file : Env("KJIT_TOKEN_FILE");
+  // The token is for TCP: $KJIT_TOKEN_FILE is read only for a TCP target (a stray one must not stop a
+  // client of the Unix socket); an explicit token_file always.
+  const bool tcp = target_.rfind("unix:", 0) != 0;
+  const char* token_file = o.token_file != nullptr ? o.token_file : tcp ? Env("KJIT_TOKEN_FILE") : nullptr;
   std::string token;
   if (token_file != nullptr) {
     auto read = ReadClientTokenFile(token_file);  // KJIT_TOKEN_FILE or kjit_client_options.token_file

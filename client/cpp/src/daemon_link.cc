@@ -104,6 +104,9 @@ Status DaemonLink::OpenSession(bool wait_for_connection) {
     std::lock_guard<std::mutex> lock(mu_);
     session_ = first.session_id();
   }
+  // The generation first: a launcher that sees the session live must also see that what it
+  // registered under an older one is gone.
+  ++generation_;
   session_ended_ = false;
   // Keeps the stream open for the client's lifetime: the daemon ends the session when it closes,
   // and the stream ends when the daemon goes away.
@@ -138,7 +141,6 @@ Status DaemonLink::EnsureSession() {
     return Status(s.code(), absl::StrCat("kjitd's session ended (the daemon stopped or restarted) and a new one "
                                          "could not be opened: ", s.message()));
   }
-  ++generation_;
   return absl::OkStatus();
 }
 

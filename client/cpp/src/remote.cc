@@ -74,7 +74,11 @@ void RemoteLauncher::CloseRing() {
 Status RemoteLauncher::Resync() {
   KJIT_RETURN_IF_ERROR(link_->EnsureSession());
   if (link_->generation() == generation_ && !stale_ && (ring_ || !want_ring_)) return absl::OkStatus();
-  // kjitd no longer knows them (it restarted): nothing to unregister, everything to register again.
+  // kjitd restarted (a new session) or answered NOT_FOUND: register everything again. A NOT_FOUND
+  // from a live daemon (a launch that named something it had dropped) must not leave the rest
+  // registered under names this client forgets, so they are unregistered first; after a restart
+  // those calls answer NOT_FOUND and cost a round trip each.
+  if (stale_ && link_->generation() == generation_) UnregisterAll();
   checked_.clear();
   allocations_.clear();
   devices_.clear();  // their events, registered anew by DeviceFor
@@ -139,8 +143,9 @@ Status RemoteLauncher::OpenRing() {
   return absl::OkStatus();
 }
 
-RemoteLauncher::~RemoteLauncher() {
-  // Best effort within the deadline: a session releases everything anyway when the client goes.
+void RemoteLauncher::UnregisterAll() {
+  // Best effort within the deadline: after a restart kjitd knows none of them (NOT_FOUND), and a
+  // session releases everything anyway when the client goes.
   if (!ring_region_.empty()) {
     auto ctx = link_->Context();
     inference::SystemSharedMemoryUnregisterRequest req;
@@ -165,6 +170,10 @@ RemoteLauncher::~RemoteLauncher() {
       (void)link_->kernels()->UnregisterEvent(ctx.get(), req, &resp);
     }
   }
+}
+
+RemoteLauncher::~RemoteLauncher() {
+  UnregisterAll();
   CloseRing();
 }
 

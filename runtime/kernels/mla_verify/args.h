@@ -105,7 +105,7 @@ struct MlaVerifyPlan {
   size_t error_word_offset = 0;  // uint32 MlaVerifyError bits, valid after the launch completes
   KernelGeometry main;         // the attention kernel
   KernelGeometry combine;      // the split merge (unused when num_splits == 1 and the family has none)
-  int combine_row_parts = 0;   // mla_verify: the combine's layout (traits.h): 0 narrow, else CTAs per row
+  int combine_row_parts = 1;   // mla_verify: the combine's layout as traits.h encodes it (CombineIsWide)
 };
 
 }  // namespace kjit::kernels

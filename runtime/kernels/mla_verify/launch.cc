@@ -71,9 +71,8 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   if (plan.main.grid[1] != static_cast<unsigned>(p.batch) ||
       plan.main.grid[2] != static_cast<unsigned>(plan.num_splits) + 1 ||
       plan.main.grid[0] * plan.main.block[0] == 0 ||
-      plan.combine_row_parts < 0 || plan.combine_row_parts > mla::kCombineMaxRowParts ||
-      (plan.combine_row_parts == 0 && mla::CombineWide(plan.num_splits + 1)) ||
-      plan.combine.grid[0] != mla::CombineCtasPerRequest(rows_cap, plan.combine_row_parts))
+      plan.combine_row_parts == 0 || mla::CombinePartsOf(plan.combine_row_parts) > mla::kCombineMaxRowParts ||
+      plan.combine.grid[0] != mla::CombineCtasPerRequest(rows_cap, plan.combine_row_parts, plan.num_splits + 1))
     return Invalid("plan geometry does not match the problem; re-plan");
   KJIT_RETURN_IF_ERROR(CheckPtr(b.workspace, "workspace", 256));
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());

@@ -197,7 +197,7 @@ int MlaVerifyCombineParts(long long batch, unsigned rows_cap, int states, int sm
   constexpr double kLatencyUs = 1.6, kUsPerKb = 1.0 / 92.0;
   const long long slots = std::max(1, sms);
   auto model_us = [&](int parts) {
-    const long long ctas = batch * mla::CombineCtasPerRequest(rows_cap, parts);
+    const long long ctas = batch * mla::CombineCtasPerRequest(rows_cap, mla::CombineRowPartsFor(parts, states), states);
     const double kb = parts == 0 ? static_cast<double>(mla::kCombineRowsPerCta) * states
                                  : static_cast<double>(states) / parts;
     return static_cast<double>((ctas + slots - 1) / slots) * (kLatencyUs + kb * kUsPerKb);
@@ -309,8 +309,9 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   plan.main.block[0] = static_cast<unsigned>(tile.threads);
   plan.main.dynamic_smem = static_cast<unsigned>(tile.smem_bytes);
   const int states = plan.num_splits + 1;
-  plan.combine_row_parts = internal::MlaVerifyCombineParts(p.batch, rows_cap, states, dev.sm_count);
-  plan.combine.grid[0] = mla::CombineCtasPerRequest(rows_cap, plan.combine_row_parts);
+  plan.combine_row_parts =
+      mla::CombineRowPartsFor(internal::MlaVerifyCombineParts(p.batch, rows_cap, states, dev.sm_count), states);
+  plan.combine.grid[0] = mla::CombineCtasPerRequest(rows_cap, plan.combine_row_parts, states);
   plan.combine.grid[1] = static_cast<unsigned>(p.batch);
   plan.combine.block[0] = mla::kCombineThreads;
   plan.combine.programmatic_dependent = dev.cc_major >= 9;  // griddepcontrol: sm_90 and later
