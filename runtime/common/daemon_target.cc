@@ -28,6 +28,19 @@ std::string DefaultDaemonTarget() {
   return "unix://" + candidates.front();
 }
 
+std::string TokenTextOf(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
+}
+
+bool IsTokenText(std::string_view token) {
+  if (token.empty()) return false;
+  for (const char c : token) {
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
 StatusOr<std::string> ReadClientTokenFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
@@ -36,20 +49,15 @@ StatusOr<std::string> ReadClientTokenFile(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat("token file ", path, " (KJIT_TOKEN_FILE): cannot read it: ",
                                                    std::strerror(errno)));
   }
-  std::string token = text.str();
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  const std::string token = TokenTextOf(text.str());
   if (token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("token file ", path, " (KJIT_TOKEN_FILE) is empty: it must hold "
                                                    "the token of kjitd's --token-file"));
   }
-  // What kjitd accepts (printable ASCII, no spaces); anything else would be invalid gRPC metadata.
-  for (const char c : token) {
-    if (c < 0x21 || c > 0x7e) {
-      return absl::InvalidArgumentError(absl::StrCat("token file ", path, " (KJIT_TOKEN_FILE) holds a character "
-                                                     "that is not printable ASCII (code ", static_cast<int>(
-                                                         static_cast<unsigned char>(c)), "): a token is one line "
-                                                     "of printable ASCII without spaces"));
-    }
+  if (!IsTokenText(token)) {
+    return absl::InvalidArgumentError(absl::StrCat("token file ", path, " (KJIT_TOKEN_FILE) holds a character "
+                                                   "that is not printable ASCII: a token is one line of printable "
+                                                   "ASCII without spaces"));
   }
   return token;
 }

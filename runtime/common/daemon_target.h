@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "runtime/common/status.h"
 
@@ -17,6 +18,10 @@ std::string DefaultDaemonTarget();
 // is empty or holds anything but printable ASCII without spaces (invalid gRPC metadata). (kjitd
 // checks the file's owner and mode; a client only reads it.)
 inline constexpr char kTokenMetadataKey[] = "kjit-token";
+// The token text rule both kjitd and its clients apply: `text` with its trailing newlines dropped;
+// a token is printable ASCII without spaces (it travels as gRPC metadata).
+std::string TokenTextOf(std::string text);
+bool IsTokenText(std::string_view token);
 StatusOr<std::string> ReadClientTokenFile(const std::string& path);
 
 }  // namespace kjit

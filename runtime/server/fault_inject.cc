@@ -1,6 +1,10 @@
 #include "runtime/server/fault_inject.h"
 
+#include <map>
+#include <mutex>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "runtime/common/log.h"
 #include "runtime/driver/cuda_driver.h"
@@ -27,12 +31,25 @@ Status InjectFault(Daemon* d, const inference::ModelInferRequest& req) {
   int64_t ordinal = 0;
   if (auto it = req.parameters().find("kjit_device"); it != req.parameters().end()) ordinal = it->second.int64_param();
   StatusOr<launch::DeviceRuntime*> device = d->Device(ordinal);
-  nvrtc::CompileRequest c;
-  // Compile-only, the kernel is still compiled (for sm_90), so that CPU tests see it build.
-  c.arch = device.ok() ? (*device)->info().arch : "sm_90";
-  c.program_name = "kjit_fault_inject.cu";
-  c.source = kSource;
-  KJIT_ASSIGN_OR_RETURN(nvrtc::CompileResult compiled, nvrtc::Compile(c));
+  // Compiled once per arch (compile-only, for sm_90, so that CPU tests see it build); later calls
+  // reuse the cubin instead of running NVRTC on this completion-queue thread again.
+  const std::string arch = device.ok() ? (*device)->info().arch : "sm_90";
+  static std::mutex compiled_mu;
+  static std::map<std::string, std::vector<char>> compiled_cubins;
+  std::vector<char> cubin;
+  {
+    std::lock_guard<std::mutex> lock(compiled_mu);
+    if (auto it = compiled_cubins.find(arch); it != compiled_cubins.end()) {
+      cubin = it->second;
+    } else {
+      nvrtc::CompileRequest c;
+      c.arch = arch;
+      c.program_name = "kjit_fault_inject.cu";
+      c.source = kSource;
+      KJIT_ASSIGN_OR_RETURN(nvrtc::CompileResult compiled, nvrtc::Compile(c));
+      cubin = compiled_cubins[arch] = compiled.cubin;
+    }
+  }
   KJIT_ASSIGN_OR_RETURN(launch::DeviceRuntime * dev, std::move(device));
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   Log(LogLevel::kWarn, absl::StrCat(kFaultInjectModel, ": writing to an invalid address on GPU ", ordinal,
@@ -41,7 +58,7 @@ Status InjectFault(Daemon* d, const inference::ModelInferRequest& req) {
   {
     std::lock_guard<std::mutex> lock(dev->mu());
     KJIT_RETURN_IF_ERROR(dev->context().MakeCurrent());
-    KJIT_ASSIGN_OR_RETURN(driver::Module module, driver::Module::Load(compiled.cubin));
+    KJIT_ASSIGN_OR_RETURN(driver::Module module, driver::Module::Load(cubin));
     KJIT_ASSIGN_OR_RETURN(CUfunction f, module.Function(kFaultInjectModel));
     unsigned long long address = kInvalidAddress;
     void* args[] = {&address};

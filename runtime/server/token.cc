@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -53,13 +54,11 @@ StatusOr<std::string> ReadTokenFile(const std::string& path) {
   }
   close(fd);
   KJIT_RETURN_IF_ERROR(s);
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  text = TokenTextOf(std::move(text));
   if (text.empty()) return Refuse(path, "is empty: write a token into it (e.g. openssl rand -hex 32)");
-  for (const char c : text) {
-    if (c < 0x21 || c > 0x7e) {
-      return Refuse(path, "holds a character other than printable ASCII without spaces (the token travels as "
-                          "gRPC metadata): write one line such as the output of openssl rand -hex 32");
-    }
+  if (!IsTokenText(text)) {
+    return Refuse(path, "holds a character other than printable ASCII without spaces (the token travels as "
+                        "gRPC metadata): write one line such as the output of openssl rand -hex 32");
   }
   if (text.size() < kMinTokenChars) {
     return Refuse(path, absl::StrCat("the token has ", text.size(), " characters; use at least ", kMinTokenChars,
