@@ -11,4 +11,13 @@ StatusOr<std::unique_ptr<DeviceRuntime>> DeviceRuntime::Create(const driver::Dev
       new DeviceRuntime(info, std::move(ctx), std::move(stream), std::move(readback)));
 }
 
+size_t DeviceRuntime::ReapFinished() {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return 1;  // a launch is running: it reaps, and the caller asks again
+  if (in_flight_.size() == 0) return 0;
+  if (!ctx_.MakeCurrent().ok()) return in_flight_.size();
+  in_flight_.Reap();
+  return in_flight_.size();
+}
+
 }  // namespace kjit::launch

@@ -38,6 +38,12 @@ class DeviceRuntime {
   ErrorWords& error_words() { return words_; }
   InFlightLaunches& in_flight() { return in_flight_; }
 
+  // Drops the asynchronous launches that have run, unless a launch holds mu() right now (it reaps
+  // them itself). A finished launch still holds its regions and events: without this, the last
+  // launches before the daemon goes idle keep a departed client's CUDA memory mapped, and charged
+  // to kjitd, until the next launch on the GPU. Returns how many are still in flight.
+  size_t ReapFinished();
+
  private:
   DeviceRuntime(driver::DeviceInfo info, driver::Context ctx, driver::Stream stream, driver::Stream readback)
       : info_(std::move(info)), ctx_(std::move(ctx)), stream_(std::move(stream)), readback_(std::move(readback)),

@@ -1,3 +1,4 @@
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -133,6 +134,10 @@ Status StartDaemon(Daemon* d, const StatusOr<std::vector<driver::DeviceInfo>>& d
     dev->SetKernels(std::move(loaded));
     d->devices.push_back(std::move(dev));
   }
+  // The compiles ran on a pool of threads, each growing a malloc arena of its own that glibc keeps
+  // once freed (an H200 host's 16 parallel compiles left kjitd at 572 MB of RSS against about 200
+  // MB from a warm cache): hand the free pages back once.
+  malloc_trim(0);
   d->ready = true;
   return absl::OkStatus();
 }

@@ -246,6 +246,11 @@ grpc::Status KernelService::OpenSession(
   // Close first so that no new registration can name the session, then release.
   d_->sessions.Close(id);
   const size_t released = d_->regions.ReleaseSession(id);
+  // The session's last asynchronous launches hold its regions and events until they are reaped:
+  // those that have run are dropped now (the idle reaper takes the rest once they have).
+  if (d_->ready) {  // the devices are fixed once ready
+    for (auto& dev : d_->devices) dev->ReapFinished();
+  }
   Log(LogLevel::kInfo, absl::StrCat("session ", id, " (", ClientText(client), ") ended; released ", released,
                                     " regions/events"));
   return grpc::Status::OK;

@@ -9,6 +9,7 @@
 #include <climits>
 #include <thread>
 
+#include "runtime/launch/reaper.h"
 #include "runtime/server/grpc_queues.h"
 #include "runtime/server/health_service.h"
 #include "runtime/server/inference_service.h"
@@ -175,8 +176,12 @@ Status RunDaemon(const Flags& flags) {
   health.SetServing(true);
   Log(LogLevel::kInfo, absl::StrCat("ready: ", d.devices.size(), " GPU(s)",
                                     d.devices.empty() ? absl::StrCat(" (", d.compile_only_reason, ")") : ""));
+  std::vector<launch::DeviceRuntime*> devices;
+  for (auto& dev : d.devices) devices.push_back(dev.get());
+  auto reaper = std::make_unique<launch::IdleReaper>(std::move(devices), std::chrono::milliseconds(50));
 
   const int sig = WaitForStop(stop, d);
+  reaper.reset();  // DrainAsyncLaunches below waits for what is left
   Log(LogLevel::kInfo, absl::StrCat("signal ", sig, ": stopping (finishing in-flight requests)"));
   health.Shutdown();  // NOT_SERVING, and every Watch ends
   d.ready = false;
