@@ -21,9 +21,9 @@ StatusOr<driver::DeviceBuffer> Upload(const void* data, size_t bytes) {
 }  // namespace
 
 double ModelBytes(const Shape& s) {
-  const double rows = static_cast<double>(s.prefix) + s.draft;
   const double n = static_cast<double>(s.batch) * s.draft;
-  return s.batch * rows * 1152.0 + n * s.heads * (576.0 + 512.0) * 2.0 + s.batch * (s.prefix * 8.0 + s.draft * s.draft);
+  const double cache_row = s.kv == kernels::KvDtype::kFp8E4m3 ? 576.0 : 1152.0;  // draft rows stay bf16
+  return s.batch * (s.prefix * cache_row + s.draft * 1152.0) + n * s.heads * (576.0 + 512.0) * 2.0 + s.batch * (s.prefix * 8.0 + s.draft * s.draft);
 }
 
 double ModelFlops(const Shape& s) {
@@ -50,6 +50,26 @@ Status FillRandomBf16(driver::DeviceBuffer& buf, uint64_t seed) {
   return absl::OkStatus();
 }
 
+// Fills `buf` with N(0,1) values rounded to e4m3, one byte each, tiled like FillRandomBf16.
+Status FillRandomE4m3(driver::DeviceBuffer& buf, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  const size_t elems = std::min(kPoolElems, buf.size());
+  std::vector<uint8_t> pool(elems);
+  for (auto& v : pool) v = reference::DoubleToE4m3(normal(rng));
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  KJIT_RETURN_IF_ERROR(buf.CopyFromHost(pool.data(), elems));
+  size_t done = elems;
+  while (done < buf.size() && done > 512) {
+    const size_t n = std::min(done - 256, buf.size() - done);
+    if (n == 0) break;
+    KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoD(buf.get() + done, buf.get() + done / 7 % 64, n),
+                                       "tile random pool"));
+    done += n;
+  }
+  return absl::OkStatus();
+}
+
 StatusOr<BenchInputs> BenchInputs::Create(const Shape& s, int rotations, uint64_t seed) {
   BenchInputs in;
   const int64_t n = static_cast<int64_t>(s.batch) * s.draft;
@@ -64,6 +84,8 @@ StatusOr<BenchInputs> BenchInputs::Create(const Shape& s, int rotations, uint64_
   p.max_draft = s.draft;
   p.max_prefix = s.prefix;
   p.mask_kind = kernels::MaskKind::kBool;
+  p.kv_dtype = s.kv;
+  p.fp8_numerics = s.numerics;
   p.is_causal = true;
   p.write_lse = true;
   p.sm_scale = 0.14467963f;
@@ -87,10 +109,14 @@ StatusOr<BenchInputs> BenchInputs::Create(const Shape& s, int rotations, uint64_
 
   const size_t sizes[] = {static_cast<size_t>(n) * s.heads * kernels::kMlaKDim * 2,
                           static_cast<size_t>(n) * kernels::kMlaKDim * 2,
-                          static_cast<size_t>(slots) * kernels::kMlaKDim * 2};
+                          static_cast<size_t>(slots) * kernels::kMlaKDim * (s.kv == kernels::KvDtype::kFp8E4m3 ? 1 : 2)};
   for (int i = 0; i < 3; ++i) {
     KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer buf, driver::DeviceBuffer::Alloc(sizes[i]));
-    KJIT_RETURN_IF_ERROR(FillRandomBf16(buf, seed + i));
+    if (i == kKvCache && s.kv == kernels::KvDtype::kFp8E4m3) {
+      KJIT_RETURN_IF_ERROR(FillRandomE4m3(buf, seed + i));
+    } else {
+      KJIT_RETURN_IF_ERROR(FillRandomBf16(buf, seed + i));
+    }
     in.bufs_.push_back(std::move(buf));
   }
   std::vector<StatusOr<driver::DeviceBuffer>> rest;

@@ -1,4 +1,5 @@
-// Device inputs of one benchmark shape: random N(0,1) bf16 q / k_extend / kv_cache, scattered
+// Device inputs of one benchmark shape: random N(0,1) bf16 q / k_extend / kv_cache (or the kv_cache in
+// fp8 e4m3: N(0,1) rounded to e4m3), scattered
 // kv_indices, a chain (causal) tree mask, and several rotations of disjoint slot sets so that
 // consecutive timed launches do not find their KV rows in the 50 MB L2.
 #pragma once
@@ -19,6 +20,8 @@ struct Shape {
   int heads = 8;
   int draft = 16;   // D_b of every request
   int prefix = 0;   // P_b of every request
+  kernels::KvDtype kv = kernels::KvDtype::kBf16;
+  kernels::Fp8Numerics numerics = kernels::Fp8Numerics::kDequant;
 };
 
 // Bytes and FLOPs of the roofline model (KERNEL.md "Performance model").

@@ -1,5 +1,6 @@
 // kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|64x64] [--only LABEL[|LABEL...]]
 //              [--define NAME=VALUE]... [--graph-calls N] [--timeline] [--proxy sm_120] [--compile-only]
+//              [--kv bf16,fp8,fp8-numerics]
 // Roofline of the mla_verify kernel: KERNEL.md's seven shapes, batch sweeps (H8 D16 at P16k, P4k and
 // P1k) and a prefix sweep (H8 D16, 1k..256k). Per row: model bytes and FLOPs, floor = max(bytes / copy
 // bandwidth, FLOPs / mma.sync peak) with both ceilings measured in this run, and median times over
@@ -13,7 +14,10 @@
 // mma.sync tile of sm_100) on any device; arch (the default) is the device's own.
 // --timeline compiles the kernels with per-CTA timestamps (kernel_sources/mla_verify/timeline.cuh) and
 // adds a timeline table per row. --proxy sm_120 runs the sm_120 code path planned for the RTX PRO
-// 6000 (proxy.cc) and projects each row onto it.
+// 6000 (proxy.cc) and projects each row onto it. --kv lists the caches each shape runs with (default
+// bf16,fp8): a bf16 cache; an fp8 e4m3 cache with dequant numerics ("fp8") or with SGLang Triton's fp8
+// numerics ("fp8-numerics"). An fp8 row's bytes count one byte per cache element; its FLOPs floor is
+// the bf16 mma.sync peak's, since both numerics run bf16 MMAs.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -51,6 +55,7 @@ struct Options {
   bool timeline = false;
   bool proxy = false;  // --proxy sm_120
   bool compile_only = false;
+  std::vector<std::string> kv = {"bf16", "fp8"};  // --kv
 };
 
 std::vector<kernels::Specialization> Specs(const std::vector<std::string>& defines, int tile) {
@@ -229,11 +234,19 @@ Status Run(Options opt) {
   md += "\n";
   std::printf("%s", md.c_str());
   std::string details;
-  for (const Shape& s : Shapes()) {
-    if (!opt.only.empty() &&
-        std::none_of(opt.only.begin(), opt.only.end(), [&](const std::string& o) { return s.label.find(o) != std::string::npos; }))
-      continue;
-    KJIT_RETURN_IF_ERROR(RunShape(bench, s, &md, &details));
+  for (const Shape& base : Shapes()) {
+    for (const std::string& kv : opt.kv) {
+      Shape s = base;
+      if (kv != "bf16") {
+        s.kv = kernels::KvDtype::kFp8E4m3;
+        s.numerics = kv == "fp8" ? kernels::Fp8Numerics::kDequant : kernels::Fp8Numerics::kFp8;
+        s.label += " " + kv;
+      }
+      if (!opt.only.empty() && std::none_of(opt.only.begin(), opt.only.end(),
+                                            [&](const std::string& o) { return s.label.find(o) != std::string::npos; }))
+        continue;
+      KJIT_RETURN_IF_ERROR(RunShape(bench, s, &md, &details));
+    }
   }
   md += details;
   md += "\nCompiled kernels (NVRTC, this run):\n\n" + compile_report;
@@ -248,7 +261,8 @@ Status Run(Options opt) {
 
 constexpr char kUsage[] =
     "usage: kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|64x64] [--only LABEL[|LABEL...]] "
-    "[--define NAME=VALUE]... [--graph-calls N] [--timeline] [--proxy sm_120] [--compile-only]\n";
+    "[--define NAME=VALUE]... [--graph-calls N] [--timeline] [--proxy sm_120] [--compile-only] "
+    "[--kv bf16,fp8,fp8-numerics]\n";
 
 // Parses argv into opt; false (after a message) on a bad argument.
 bool Parse(int argc, char** argv, Options* opt) {
@@ -284,6 +298,18 @@ bool Parse(int argc, char** argv, Options* opt) {
       opt->only = absl::StrSplit(argv[++i], '|', absl::SkipEmpty());
     } else if (!std::strcmp(argv[i], "--define") && has_value) {
       opt->defines.push_back(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--kv") && has_value) {
+      opt->kv = absl::StrSplit(argv[++i], ',', absl::SkipEmpty());
+      for (const std::string& k : opt->kv) {
+        if (k != "bf16" && k != "fp8" && k != "fp8-numerics") {
+          std::fprintf(stderr, "kernel_bench: --kv takes bf16, fp8 and fp8-numerics, not %s\n", k.c_str());
+          return false;
+        }
+      }
+      if (opt->kv.empty()) {
+        std::fputs("kernel_bench: --kv needs at least one of bf16, fp8, fp8-numerics\n", stderr);
+        return false;
+      }
     } else if (!std::strcmp(argv[i], "--timeline")) {
       opt->timeline = true;
     } else if (!std::strcmp(argv[i], "--compile-only")) {

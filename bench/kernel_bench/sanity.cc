@@ -27,7 +27,8 @@ Status RunCase(const kernels::KernelTable& kernels, const driver::DeviceInfo& de
   KJIT_RETURN_IF_ERROR(d->Download(&got, &got_lse, &err, plan.error_word_offset));
   const reference::RefOutput want = reference::Reference(c);
   const reference::Comparison cmp = reference::Compare(c, want, got, p.write_lse ? got_lse : std::vector<float>{});
-  std::printf("sanity %s B%d splits=%d: %s\n", plan.specialization.c_str(), p.batch, plan.num_splits,
+  std::printf("sanity %s%s B%d splits=%d: %s\n", plan.specialization.c_str(),
+              reference::UsesFp8Numerics(p) ? " (fp8 numerics)" : "", p.batch, plan.num_splits,
               cmp.Describe().c_str());
   if (!cmp.ok()) return absl::InternalError(absl::StrCat("mla_verify disagrees with the reference: ", cmp.Describe()));
   if (err != 0) return absl::InternalError(absl::StrCat("mla_verify raised error bits ", err, " on a valid case"));
@@ -59,6 +60,14 @@ Status CheckAgainstReference(const kernels::KernelTable& kernels, const driver::
   specs[2].is_causal = false;
   specs[2].k_scale = 0.5f;
   specs[2].v_scale = 2.0f;
+  // The same three with an fp8 e4m3 cache: dequant numerics, and SGLang Triton's fp8 numerics.
+  for (int i = 0; i < 3; ++i) {
+    reference::CaseSpec f = specs[i];
+    f.seed += 100;
+    f.kv_dtype = kernels::KvDtype::kFp8E4m3;
+    f.fp8_numerics = i == 2 ? kernels::Fp8Numerics::kFp8 : kernels::Fp8Numerics::kDequant;
+    specs.push_back(f);
+  }
   for (const auto& s : specs) KJIT_RETURN_IF_ERROR(RunCase(kernels, dev, stream, s, tile));
   return absl::OkStatus();
 }

@@ -2,6 +2,7 @@
 // specialization through NVRTC name expressions, e.g.
 //   kjit::mla::MlaVerifySplit<8, 0>   (H = 8, bool mask; the tile is the compiled arch's)
 //   kjit::mla::MlaVerifySplit<8, 0, 1> (the same with a forced TileId, for tests and benchmarks)
+//   kjit::mla::MlaVerifySplit<8, 0, 0, 1> (an fp8 e4m3 cache, the arch's tile)
 //   kjit::mla::MlaVerifyCombine<8>
 #include "mla_verify/combine.cuh"
 #include "mla_verify/split_kernel.cuh"
@@ -43,8 +44,8 @@ template <int kTile>
 constexpr int kSplitThreads = kSplitUsesWgmma<kTile> ? TileWgmma64x64::kThreads : SplitTile<kTile>::type::kThreads;
 
 // kMask: 0 = bool bytes, 1 = packed bits (runtime/kernels MaskKind values). kTile: a TileId; the
-// default is the compiled arch's tile.
-template <int kHeads, int kMask, int kTile = kTileArch>
+// default is the compiled arch's tile. kKv: 0 = bf16 cache, 1 = fp8 e4m3 (runtime/kernels KvDtype).
+template <int kHeads, int kMask, int kTile = kTileArch, int kKv = 0>
 __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
     MlaVerifySplit(const __grid_constant__ MlaVerifyParams p) {
   static_assert(kHeads == 8 || kHeads == 16 || kHeads == 32 || kHeads == 64 || kHeads == 128,
@@ -55,9 +56,17 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
   __syncthreads();
   if (p.v_extend != nullptr && SplitOfCta() == 0 && blockIdx.x == 0) CheckVExtend(p, LoadRequest(p, blockIdx.y));
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (kSplitUsesWgmma<kTile>) WgmmaSplitKernelBody<kHeads, kMask == 1>(p);
+  if constexpr (kSplitUsesWgmma<kTile>) WgmmaSplitKernelBody<kHeads, kMask == 1, kKv == 1>(p);
 #endif
-  if constexpr (!kSplitUsesWgmma<kTile>) SplitKernelBody<kHeads, kMask == 1, typename SplitTile<kTile>::type>(p);
+  if constexpr (!kSplitUsesWgmma<kTile>) {
+    using Cfg = typename SplitTile<kTile>::type;
+    if constexpr (kKv == 1 && !kHasFp8Variant<Cfg>) {
+      // No fp8 variant of this tile (traits.h); the plan refuses it, so this never runs.
+      if (threadIdx.x == 0) RaiseError(kErrBadIndptr);
+    } else {
+      SplitKernelBody<kHeads, kMask == 1, Cfg, kKv == 1>(p);
+    }
+  }
   __syncthreads();  // every RaiseError of this CTA (the bodies return early only CTA-uniformly)
   if (threadIdx.x == 0)
     p.error_slots[(static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x] =

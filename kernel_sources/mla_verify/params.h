@@ -19,7 +19,7 @@ struct MlaVerifyParams {
   const unsigned short* q;         // [N, H, 576] bf16
   const unsigned short* k_extend;  // [N, 1, 576] bf16
   const unsigned short* v_extend;  // null, or [N, 1, 512] bf16 that must equal k_extend[..., :512]
-  const unsigned short* kv_cache;  // [S, 1, 576] bf16
+  const unsigned short* kv_cache;  // [S, 1, 576] bf16, or fp8 e4m3 bytes (MlaVerifySplit's kKv = 1)
   const void* qo_indptr;           // [B + 1] int32, or int64 when qo_indptr_64
   const void* kv_indptr;           // [B + 1] int32, or int64 when kv_indptr_64
   const long long* kv_indices;     // [num_kv_indices]
@@ -53,6 +53,9 @@ struct MlaVerifyParams {
   float prefix_scale_log2;  // sm_scale * k_scale * log2(e)
   float tree_scale_log2;    // sm_scale * log2(e)
   float v_scale;
+  // Appended (a plan of an older client leaves it out; only the fp8 kernels read it): 1 = round q
+  // and P to e4m3 in the prefix CTAs (Fp8Numerics::kFp8), 0 = dequant numerics.
+  int fp8_round;
 };
 
 // Error bits (same values as runtime/kernels/mla_verify/args.h's MlaVerifyError).

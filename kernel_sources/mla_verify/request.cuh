@@ -78,15 +78,16 @@ __device__ __forceinline__ void PrefixChunk(long long prefix, int num_splits, in
 template <int kTile>
 struct KvRows {
   static constexpr long long kPastEnd = -0x7fffffffffffffffLL - 1;
-  const unsigned short* base;  // row r at base + r * stride
-  long long stride;
+  const unsigned short* base;  // row r's first byte at (const char*)base + r * row_bytes
+  long long row_bytes;
   long long begin, end, kv0;
   bool tree;
 
+  // cache_elem_bytes: 2 for a bf16 cache, 1 for fp8 (k_extend rows are bf16 either way).
   __device__ __forceinline__ KvRows(const MlaVerifyParams& p, const Request& rq, bool is_tree, long long b,
-                                    long long e)
+                                    long long e, int cache_elem_bytes = 2)
       : base(is_tree ? p.k_extend + rq.q0 * p.k_extend_stride_n : p.kv_cache),
-        stride(is_tree ? p.k_extend_stride_n : kKDim),
+        row_bytes(is_tree ? p.k_extend_stride_n * 2 : static_cast<long long>(kKDim) * cache_elem_bytes),
         begin(b),
         end(e),
         kv0(rq.kv0),

@@ -2,10 +2,17 @@
 // for split 0). Streams its KV rows through a 2-stage cp.async pipeline of kKvTile-row tiles,
 // computes S = Q.K^T and O += P.V with mma.sync, keeps an fp32 online softmax per row, and writes
 // the normalized partial O (bf16) and its log2-LSE (fp32) into the workspace for the combine kernel.
+//
+// An fp8 e4m3 cache (kFp8): a prefix CTA's cp.async lands each tile's 576-byte rows in a staging ring
+// (SmemPlanFp8::kv8), and at the top of the tile's step, once the next tile's copies are issued, the
+// CTA converts them exactly to bf16 into the stage the MMAs read (one more barrier per tile). With
+// fp8 numerics (MlaVerifyParams::fp8_round) Q is rounded to e4m3 in place once it has landed, and P
+// is rounded to e4m3 before P.V. The tree CTA (k_extend, bf16) runs as with a bf16 cache.
 #pragma once
 
 #include "common/bf16.cuh"
 #include "common/cp_async.cuh"
+#include "common/fp8.cuh"
 #include "common/mma.cuh"
 #include "common/softmax.cuh"
 #include "common/swizzle.cuh"
@@ -19,7 +26,16 @@
 namespace kjit {
 namespace mla {
 
-template <int kHeads, bool kPackedMask, class Cfg>
+template <bool kCond, class A, class B>
+struct Conditional {
+  using type = A;
+};
+template <class A, class B>
+struct Conditional<false, A, B> {
+  using type = B;
+};
+
+template <int kHeads, bool kPackedMask, class Cfg, bool kFp8 = false>
 __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   constexpr int kTile = Cfg::kKvTile;
   constexpr int kChunks = Cfg::kChunksPerRow;  // 72
@@ -29,8 +45,9 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   static_assert((kTile * kChunks) % kThreads == 0 && (Cfg::kRows * kChunks) % kThreads == 0,
                 "gathers split evenly over the CTA");
 
+  using Smem = typename Conditional<kFp8, SmemPlanFp8<Cfg>, SmemPlan<Cfg>>::type;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  SmemPlan<Cfg>& sm = *reinterpret_cast<SmemPlan<Cfg>*>(smem_raw);
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
 
   const int m_tile = blockIdx.x, split = SplitOfCta(), b = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -67,7 +84,9 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
 
   // Source row of KV row i of tile t: a kv_cache slot (prefix) or a k_extend row (tree); -1 when
   // past the chunk or out of range (never dereferenced; the column is masked).
-  const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end);
+  const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end, kFp8 ? 1 : 2);
+  const bool fp8_rows = kFp8 && !tree;                // this CTA reads e4m3 cache rows
+  const bool round_p = fp8_rows && p.fp8_round != 0;  // fp8 numerics: P (and Q) rounded to e4m3
   constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
   auto load_raw = [&](int t, int i) { return kv_rows.Raw(p, t, i); };
   auto validate = [&](long long raw) { return kv_rows.Validate(p, raw); };
@@ -75,12 +94,26 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   // the row, so a row costs one index load and one 64-bit address (few registers live beside O).
   auto gather = [&](int t) {
     const long long* idx = sm.idx[t % kIdxRing];
+    if constexpr (kFp8) {
+      if (fp8_rows) {  // 576-byte rows into the staging ring: lane copies chunks lane (and 32 + lane)
+        const unsigned dst8 = SmemAddr(sm.kv8[t % Cfg::kStages]) + lane * 16;
+        const char* base8 = reinterpret_cast<const char*>(kv_rows.base) + lane * 16;
+#pragma unroll 2
+        for (int row = warp; row < kTile; row += Cfg::kWarps) {
+          const long long s = idx[row];
+          const char* src = base8 + (s < 0 ? 0 : s) * kKDim;
+          CpAsync16(dst8 + row * kKDim, src, s >= 0);
+          if (lane < kKDim / 16 - 32) CpAsync16(dst8 + row * kKDim + 512, src + 512, s >= 0);
+        }
+        return;
+      }
+    }
     const unsigned dst = SmemAddr(sm.kv[t % Cfg::kStages]);
     const char* base = reinterpret_cast<const char*>(kv_rows.base) + lane * 16;
 #pragma unroll 2
     for (int row = warp; row < kTile; row += Cfg::kWarps) {
       const long long s = idx[row];
-      const char* src = base + (s < 0 ? 0 : s) * kv_rows.stride * 2;
+      const char* src = base + (s < 0 ? 0 : s) * kv_rows.row_bytes;
       // chunk c + 32k XOR (row % 8) only changes c's low three bits: +512 bytes per k.
       const unsigned d = dst + row * kRowBytes + ((lane ^ (row & 7)) << 4);
       CpAsync16(d, src, s >= 0);
@@ -139,6 +172,24 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
     if (t == 0) KJIT_STAMP(kTlQLanded);
     if (t + 1 < num_tiles) gather(t + 1);
     CpAsyncCommit();
+    if constexpr (kFp8) {
+      if (fp8_rows) {  // tile t's bytes -> bf16 in its stage (free: tile t-2 was read before the barrier)
+        const unsigned char* src8 = sm.kv8[t % Cfg::kStages];
+        unsigned char* dst = reinterpret_cast<unsigned char*>(sm.kv[t % Cfg::kStages]);
+        constexpr int kPieces = kTile * kChunks;  // 8-byte pieces of e4m3 = 16-byte chunks of bf16
+#pragma unroll
+        for (int it = 0; it < kPieces / kThreads; ++it) {
+          const int j = it * kThreads + tid, row = j / kChunks, c = j % kChunks;
+          const uint2 v = *reinterpret_cast<const uint2*>(src8 + row * kKDim + c * 8);
+          *reinterpret_cast<uint4*>(dst + SwizzledOffset<kChunks>(row, c)) = E4m3x8ToBf16(v);
+        }
+        if (t == 0 && round_p) {  // fp8 numerics: Q to e4m3, in place (its rows are whole chunks)
+          uint4* q4 = reinterpret_cast<uint4*>(sm.q);
+          for (int j = tid; j < Cfg::kRows * kChunks; j += kThreads) q4[j] = RoundBf16x8ToE4m3(q4[j]);
+        }
+        __syncthreads();
+      }
+    }
     const bool stage_next = tid < kTile && t + 2 < num_tiles;
     const long long raw_next = stage_next ? load_raw(t + 2, tid) : kPastEnd;  // used after the tile
 
@@ -257,7 +308,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
           const int col = cg * Cfg::kQkCols + nt * 8 + (lane & 3) * 2;
           unsigned char* dst = reinterpret_cast<unsigned char*>(sm.p) +
                                SwizzledOffset<kPChunks>(row, col >> 3) + (col & 7) * 2;
-          *reinterpret_cast<unsigned*>(dst) = PackBf16x2(p0, p1);
+          *reinterpret_cast<unsigned*>(dst) = round_p ? RoundToE4m3PairBf16x2(p0, p1) : PackBf16x2(p0, p1);
         }
         l_run[mt][h] = l_run[mt][h] * alpha + sum;
         rescale |= alpha != 1.f;

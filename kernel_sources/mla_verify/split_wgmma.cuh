@@ -20,10 +20,20 @@
 //
 // Shared-memory tiles are 128-byte-swizzled "groups" of 64 rows x 64 bf16 (wgmma.cuh): Q and each
 // KV stage hold 9 groups (dims 0-63, ..., 512-575) of 8 KB.
+//
+// An fp8 e4m3 cache (kFp8): the 227 KB hold no staging ring beside the bf16 stages, so a prefix
+// CTA's producer loads a whole tile's bytes into registers (Fp8TileRows: 72 registers a thread,
+// hence the fp8 register split of TileWgmma64x64), converts them exactly to bf16 and stores them
+// where cp.async would have put them. The next tile's loads go out right after a tile's stores,
+// before its stage is free, and the L2 prefetch of the tile after (one bulk prefetch per row, issued
+// with its indices) keeps DRAM busy beyond what the registers hold. With fp8 numerics (MlaVerifyParams::fp8_round)
+// the consumers round Q to e4m3 in place once it has landed, and P is rounded to e4m3 before P.V.
+// The tree CTA (k_extend, bf16) runs as with a bf16 cache.
 #pragma once
 
 #include "common/bf16.cuh"
 #include "common/cp_async.cuh"
+#include "common/fp8.cuh"
 #include "common/mbarrier.cuh"
 #include "common/mma.cuh"
 #include "common/softmax.cuh"
@@ -92,6 +102,52 @@ __device__ __forceinline__ void GatherTileRows(unsigned tile, int first, int lan
   }
 }
 
+// An e4m3 cache's tile rows, held in the producer's registers between their loads and their stores:
+// warp pw's 16 rows pw, pw + 4, ..., each 16-byte bf16 chunk c made from e4m3 bytes 8c..8c+7. Chunks
+// 0-31 (part A) and 32-63 (part B) take 8 bytes a lane per row; the rope chunks 64-71 (part A, 64
+// bytes a row) take lanes 8j..8j+7 for rows 4j' + j of the warp's 16. A masked row is zeros.
+struct Fp8TileRows {
+  static constexpr int kRows = 16;
+  uint2 a[kRows], b[kRows], rope[kRows / 4];
+
+  // Loads only: the stage need not be free yet (its previous tile may still be read).
+  __device__ __forceinline__ void Load(const long long* addr, int first, int lane) {
+    const uint2 zero = make_uint2(0u, 0u);
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) {
+      const long long r = addr[first + 4 * k];
+      const char* src = reinterpret_cast<const char*>(r) + lane * 8;
+      a[k] = r >= 0 ? __ldg(reinterpret_cast<const uint2*>(src)) : zero;
+      b[k] = r >= 0 ? __ldg(reinterpret_cast<const uint2*>(src + 256)) : zero;
+    }
+#pragma unroll
+    for (int j = 0; j < kRows / 4; ++j) {
+      const long long r = addr[first + 4 * (4 * j + (lane >> 3))];
+      const char* src = reinterpret_cast<const char*>(r) + 512 + (lane & 7) * 8;
+      rope[j] = r >= 0 ? __ldg(reinterpret_cast<const uint2*>(src)) : zero;
+    }
+  }
+
+  // Converts and stores one part where GatherTileRows' cp.async would have put it.
+  template <TilePart kPart>
+  __device__ __forceinline__ void Store(unsigned tile, int first, int lane) const {
+    constexpr unsigned kGroupBytes = WgmmaSmem::kGroupBytes;
+    const unsigned dst = tile + ((kPart == kPartA ? 0 : 4) + (lane >> 3)) * kGroupBytes + ((lane & 7) << 4);
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) {
+      const int row = first + 4 * k;
+      StShared16((dst ^ ((row & 7) << 4)) + row * 128, E4m3x8ToBf16(kPart == kPartA ? a[k] : b[k]));
+    }
+    if (kPart == kPartA) {
+#pragma unroll
+      for (int j = 0; j < kRows / 4; ++j) {
+        const int row = first + 4 * (4 * j + (lane >> 3));
+        StShared16(tile + 8 * kGroupBytes + row * 128 + (((lane & 7) ^ (row & 7)) << 4), E4m3x8ToBf16(rope[j]));
+      }
+    }
+  }
+};
+
 // The tree mask of draft tile t as bits, one word per query row and 32 KV columns (bit c % 32 of
 // word c / 32: may the row's token attend draft column 64t + c), for the consumers' softmax. Warp
 // pw takes rows 16pw..16pw+15, which belong to at most 16 / kHeads tokens (rows are token * kHeads
@@ -121,13 +177,14 @@ __device__ __forceinline__ void StageTreeBits(const TreeMask<kPacked>& mask, con
   }
 }
 
-template <int kHeads, bool kPackedMask>
+template <int kHeads, bool kPackedMask, bool kFp8 = false>
 __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   using Cfg = TileWgmma64x64;
   constexpr int kTile = Cfg::kKvTile;                 // 64
   constexpr int kRows = Cfg::kRows;                   // 64
   constexpr int kThreads = Cfg::kThreads;             // 384
-  constexpr int kProducerRegs = Cfg::kProducerRegs, kConsumerRegs = Cfg::kConsumerRegs;
+  constexpr int kProducerRegs = kFp8 ? Cfg::kProducerRegsFp8 : Cfg::kProducerRegs;
+  constexpr int kConsumerRegs = kFp8 ? Cfg::kConsumerRegsFp8 : Cfg::kConsumerRegs;
   constexpr unsigned kGroupBytes = WgmmaSmem::kGroupBytes;  // 64 rows x 128 bytes
   constexpr unsigned kAtomBytes = 1024;               // 8 rows x 128 bytes
   static_assert(kTile == 64 && kRows == 64, "one 64 x 64 S tile per warpgroup MMA chain");
@@ -166,13 +223,18 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   }
   const int num_tiles = static_cast<int>((kv_end - kv_begin + kTile - 1) / kTile);
 
-  const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end);
+  const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end, kFp8 ? 1 : 2);
   constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
+  const bool fp8_rows = kFp8 && !tree;                // this CTA reads e4m3 cache rows
+  const bool round_p = fp8_rows && p.fp8_round != 0;  // fp8 numerics: P (and Q) rounded to e4m3
   // The producer's first slot indices, loaded here, ahead of Q's copies: the load is on the path to
   // the first tile, and issued after those copies it waited behind them.
   constexpr int kConsumers = 256, kProducers = 128;  // warpgroups 0-1 and 2
   const int i = tid - kConsumers;                    // producer thread 0-127
   long long raw_next = i >= 0 && i < kTile ? kv_rows.Raw(p, 0, i) : kPastEnd;
+  // With e4m3 rows, also tile t + 2's (loaded at step t), so that step t can prefetch tile t + 1's
+  // rows into L2 without waiting for a load.
+  long long raw_after = fp8_rows && i >= 0 && i < kTile && num_tiles > 1 ? kv_rows.Raw(p, 1, i) : kPastEnd;
 
   // Barriers. Named: the producer's own warps (tile t's indices staged); the consumers' epilogue.
   // mbarriers: Q landed; per stage s and part h "full" (the part landed; for part A also the
@@ -188,9 +250,9 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   if (tid == 0) {
     MbarInit(bar_q, kProducers);
     for (int s = 0; s < 2; ++s) {
-      // Part A: every producer thread's copies and its plain arrival (the valid bits);
-      // part B: the copies.
-      MbarInit(SmemAddr(&sm.full[s][0]), 2 * kProducers);
+      // Part A: every producer thread's copies and its plain arrival (the valid bits), or with e4m3
+      // rows the plain arrival after its stores; part B: the copies (or that arrival).
+      MbarInit(SmemAddr(&sm.full[s][0]), fp8_rows ? kProducers : 2 * kProducers);
       MbarInit(SmemAddr(&sm.full[s][1]), kProducers);
       MbarInit(SmemAddr(&sm.empty[s]), kConsumers);
       MbarInit(SmemAddr(&sm.p_ready[s]), 128);  // the owner warpgroup's threads
@@ -211,18 +273,56 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     });
     CpAsyncMbarArrive(bar_q);
     const char* kv_base = reinterpret_cast<const char*>(kv_rows.base);
-    const long long kv_row_bytes = kv_rows.stride * 2;
-    for (int t = 0; t < num_tiles; ++t) {
-      if (i < kTile) {  // warps 8 and 9, whole: each KV row's source address (-1: masked)
-        const long long raw = raw_next;
+    const long long kv_row_bytes = kv_rows.row_bytes;
+    // Tile t's row source addresses (-1: masked), by warps 8 and 9 whole, from the slot indices
+    // loaded a tile ahead; with e4m3 rows also the L2 prefetch of tile t + 1's rows.
+    auto stage_indices = [&](int t) {
+      if (i >= kTile) return;
+      const long long raw = raw_next;
+      if (fp8_rows) {
+        raw_next = raw_after;
+        raw_after = t + 2 < num_tiles ? kv_rows.Raw(p, t + 2, i) : kPastEnd;
+      } else {
         raw_next = t + 1 < num_tiles ? kv_rows.Raw(p, t + 1, i) : kPastEnd;
-        const long long v = kv_rows.Validate(p, raw);
-        sm.idx[t % kIdxRing][i] = v >= 0 ? reinterpret_cast<long long>(kv_base + v * kv_row_bytes) : -1;
-        if (!tree) {  // the tree CTA's softmax reads its mask bits instead
-          const unsigned bits = __ballot_sync(0xffffffffu, v >= 0);
-          if (lane == 0) sm.valid[t % kIdxRing][i >> 5] = bits;
-        }
       }
+      const long long v = kv_rows.Validate(p, raw);
+      sm.idx[t % kIdxRing][i] = v >= 0 ? reinterpret_cast<long long>(kv_base + v * kv_row_bytes) : -1;
+      if (fp8_rows && raw_next >= 0 && raw_next < p.num_slots) PrefetchL2(kv_base + raw_next * kv_row_bytes, kKDim);
+      if (!tree) {  // the tree CTA's softmax reads its mask bits instead
+        const unsigned bits = __ballot_sync(0xffffffffu, v >= 0);
+        if (lane == 0) sm.valid[t % kIdxRing][i >> 5] = bits;
+      }
+    };
+    if constexpr (kFp8) {
+      if (fp8_rows) {
+        // e4m3 rows: tile t + 1's loads go out as soon as tile t is stored, before its stage is
+        // free, so that their latency hides behind the consumers' work on tiles t - 1 and t; the
+        // stores (plain, made visible to the consumers' wgmma here) wait for the stage.
+        Fp8TileRows rows;
+        stage_indices(0);
+        NamedBarrier(kBarProducer, kProducers);
+        rows.Load(sm.idx[0], pw, lane);
+        for (int t = 0; t < num_tiles; ++t) {
+          if (t >= 2) MbarWait(empty_bar(t), ((t >> 1) & 1) ^ 1);  // tile t - 2's phase
+          const unsigned stage = SmemAddr(sm.kv[t & 1]);
+          rows.Store<kPartA>(stage, pw, lane);
+          FenceProxyAsyncShared();
+          MbarArrive(full_bar(t, 0));  // also publishes sm.valid of tile t
+          rows.Store<kPartB>(stage, pw, lane);
+          FenceProxyAsyncShared();
+          MbarArrive(full_bar(t, 1));
+          if (t == 0) KJIT_STAMP_BY(kTlTile0Issued, kConsumers);
+          if (t + 1 < num_tiles) {
+            stage_indices(t + 1);  // its slot held tile t - 2's, released by both consumers
+            NamedBarrier(kBarProducer, kProducers);
+            rows.Load(sm.idx[(t + 1) % kIdxRing], pw, lane);
+          }
+        }
+        return;
+      }
+    }
+    for (int t = 0; t < num_tiles; ++t) {
+      stage_indices(t);
       NamedBarrier(kBarProducer, kProducers);
       if (t >= 2) MbarWait(empty_bar(t), ((t >> 1) & 1) ^ 1);  // tile t - 2's phase
       const unsigned stage = SmemAddr(sm.kv[t & 1]);
@@ -320,6 +420,12 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
 
   MbarWait(bar_q, 0);
   FenceProxyAsyncShared();
+  if (round_p) {  // fp8 numerics: Q to e4m3 in place (elementwise, so in storage order), then visible
+    uint4* q4 = reinterpret_cast<uint4*>(sm.q);
+    for (int j = tid; j < 9 * 64 * 8; j += kConsumers) q4[j] = RoundBf16x8ToE4m3(q4[j]);
+    FenceProxyAsyncShared();
+    NamedBarrier(kBarConsumers, kConsumers);
+  }
   KJIT_STAMP(kTlQLanded);
   if (wg == 1 && num_tiles > 1) issue_qk(1);  // overlaps warpgroup 0's first tile
   for (int t = 0; t < num_tiles; ++t) {
@@ -374,7 +480,9 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
         unsigned char* prow = reinterpret_cast<unsigned char*>(sm.kv[par]) + 8 * kGroupBytes + row * 128 + (lane & 3) * 4;
 #pragma unroll
         for (int j = 0; j < 8; ++j)
-          *reinterpret_cast<unsigned*>(prow + ((j ^ (row & 7)) << 4)) = PackBf16x2(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
+          *reinterpret_cast<unsigned*>(prow + ((j ^ (row & 7)) << 4)) =
+              round_p ? RoundToE4m3PairBf16x2(s[4 * j + 2 * h], s[4 * j + 2 * h + 1])
+                      : PackBf16x2(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
         if ((lane & 3) == 0) {
           sm.alpha[par][row] = alpha[h];
           sm.row_max[par][row] = m_run[h];

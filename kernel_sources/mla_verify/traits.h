@@ -65,15 +65,27 @@ struct SmemPlan {
   long long idx[kIdxRing][Cfg::kKvTile];                     // source row per KV row; -1 = masked
 };
 
+// The same with an fp8 e4m3 cache: each stage's bytes land first in a staging ring of 576-byte rows
+// (cp.async), and are converted to bf16 into the stage the MMAs read (split_kernel.cuh).
+template <class Cfg>
+struct SmemPlanFp8 : SmemPlan<Cfg> {
+  alignas(128) unsigned char kv8[Cfg::kStages][Cfg::kKvTile * kKDim];
+};
+
 constexpr int kSmemLimitLarge = 232448;  // 227 KB
 constexpr int kSmemLimitSmall = 101376;  // 99 KB
 static_assert(sizeof(SmemPlan<Tile64x64>) <= kSmemLimitLarge, "64x64 tile exceeds 227 KB");
 static_assert(sizeof(SmemPlan<Tile32x16>) <= kSmemLimitSmall, "32x16 tile exceeds 99 KB");
+static_assert(sizeof(SmemPlanFp8<Tile32x16>) <= kSmemLimitSmall, "32x16 tile with an fp8 cache exceeds 99 KB");
+// The 64x64 mma.sync tile has no fp8 variant: its bf16 stages leave no room for the staging ring.
+template <class Cfg>
+constexpr bool kHasFp8Variant = sizeof(SmemPlanFp8<Cfg>) <= (Cfg::kRows >= 64 ? kSmemLimitLarge : kSmemLimitSmall);
 
 // The sm_90a tile (split_wgmma.cuh): 64 query rows x 64 KV rows; warpgroups 0 and 1 compute
 // ("seesaw": each takes Q.K^T and the softmax of every other tile and adds every tile's P.V into its
 // half of O), warpgroup 2 stages indices and gathers. The launch gives each thread 168 registers
-// (64,512 per CTA); the producer hands 112 of its own back and each consumer takes 56 more. Its
+// (64,512 per CTA); the producer hands 112 of its own back and each consumer takes 56 more (with an
+// fp8 cache 48 and 24). Its
 // shared-memory plan is WgmmaSmem.
 struct TileWgmma64x64 {
   static constexpr int kRows = 64;
@@ -81,7 +93,14 @@ struct TileWgmma64x64 {
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 56;
   static constexpr int kConsumerRegs = 224;
+  // With an fp8 cache the producer holds a whole tile's bytes in registers (split_wgmma.cuh
+  // Fp8TileRows: 72 of them); the consumers give up 32 each (ptxas reports no spills at 192; at
+  // 104 / 200 the producer of the H64 and H128 packed kernels spilled).
+  static constexpr int kProducerRegsFp8 = 120;
+  static constexpr int kConsumerRegsFp8 = 192;
   static_assert(128 * (kProducerRegs + 2 * kConsumerRegs) <= 65536 / kThreads / 8 * 8 * kThreads,
+                "the warpgroups' registers fit what the launch allots the CTA");
+  static_assert(128 * (kProducerRegsFp8 + 2 * kConsumerRegsFp8) <= 65536 / kThreads / 8 * 8 * kThreads,
                 "the warpgroups' registers fit what the launch allots the CTA");
 };
 

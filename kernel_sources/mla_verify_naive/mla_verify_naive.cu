@@ -12,6 +12,29 @@ __device__ __forceinline__ float LoadBf16(const unsigned short* p) {
   return __uint_as_float(static_cast<unsigned>(*p) << 16);
 }
 
+// 2^e as a float, for -126 <= e <= 127.
+__device__ __forceinline__ float Pow2(int e) { return __uint_as_float(static_cast<unsigned>(e + 127) << 23); }
+
+// e4m3 byte -> float, from the format's definition (bias 7, subnormals m/8 * 2^-6, S.1111.111 NaN).
+__device__ __forceinline__ float DecodeE4m3(unsigned char b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  const float mag = e == 15 && m == 7 ? __int_as_float(0x7fc00000)
+                    : e == 0          ? static_cast<float>(m) * Pow2(-9)
+                                      : static_cast<float>(8 + m) * Pow2(e - 10);
+  return (b & 0x80) ? -mag : mag;
+}
+
+// float -> the nearest e4m3 value, ties to even, saturating at +-448.
+__device__ __forceinline__ float RoundToE4m3(float x) {
+  if (x != x) return x;
+  const float a = fminf(fabsf(x), 480.f);  // past 464 everything rounds to 448 once saturated
+  // The spacing of e4m3 values around a: 2^-9 below 2^-6 (subnormals), else 2^(exponent - 3).
+  const int e = static_cast<int>((__float_as_uint(a) >> 23) & 0xff) - 127;
+  const float quantum = e < -6 ? Pow2(-9) : Pow2(e - 3);
+  const float r = rintf(a / quantum) * quantum;
+  return copysignf(fminf(r, 448.f), x);
+}
+
 __device__ __forceinline__ float RoundToBf16(float x) {  // round to nearest even, as cvt.rn.bf16
   unsigned short h;
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
@@ -86,10 +109,12 @@ __device__ bool TreeAllowed(const NaiveParams& p, const Row& row, int c) {
   return static_cast<const unsigned char*>(p.mask)[row.mask_base + c] != 0;
 }
 
-// Key j of the row: prefix keys 0..P-1, then tree keys P..P+D-1. Returns null when not attended.
+// Key j of the row: prefix keys 0..P-1, then tree keys P..P+D-1. Returns null when not attended;
+// *fp8 says whether the row is e4m3 bytes (a prefix key of an fp8 cache) or bf16.
 template <bool kPacked>
-__device__ const unsigned short* KeyRow(const NaiveParams& p, const Row& row, long long j, float* scale_log2,
-                                        float* v_scale) {
+__device__ __forceinline__ const void* KeyRow(const NaiveParams& p, const Row& row, long long j, float* scale_log2,
+                              float* v_scale, bool* fp8) {
+  *fp8 = false;
   if (j < row.prefix) {
     const long long slot = p.kv_indices[row.kv0 + j];
     if (slot < 0 || slot >= p.num_slots) {
@@ -98,6 +123,8 @@ __device__ const unsigned short* KeyRow(const NaiveParams& p, const Row& row, lo
     }
     *scale_log2 = p.prefix_scale_log2;
     *v_scale = p.v_scale;
+    *fp8 = p.kv_fp8 != 0;
+    if (p.kv_fp8) return reinterpret_cast<const unsigned char*>(p.kv_cache) + slot * kKDim;
     return p.kv_cache + slot * kKDim;
   }
   const int c = static_cast<int>(j - row.prefix);
@@ -107,9 +134,14 @@ __device__ const unsigned short* KeyRow(const NaiveParams& p, const Row& row, lo
   return p.k_extend + (row.q0 + c) * p.k_extend_stride_n;
 }
 
-__device__ float Dot(const float* q, const unsigned short* k) {
+// Element i of a key row.
+__device__ __forceinline__ float KeyAt(const void* k, bool fp8, int i) {
+  return fp8 ? DecodeE4m3(static_cast<const unsigned char*>(k)[i]) : LoadBf16(static_cast<const unsigned short*>(k) + i);
+}
+
+__device__ __forceinline__ float Dot(const float* q, const void* k, bool fp8) {
   float acc = 0.f;
-  for (int i = 0; i < kKDim; ++i) acc = fmaf(q[i], LoadBf16(k + i), acc);
+  for (int i = 0; i < kKDim; ++i) acc = fmaf(q[i], KeyAt(k, fp8, i), acc);
   return acc;
 }
 
@@ -133,8 +165,10 @@ __device__ float BlockReduce(float v, float* scratch) {
 template <bool kPacked>
 __global__ void __launch_bounds__(kThreads) mla_verify_naive(const NaiveParams p) {
   __shared__ float q_s[kKDim];
-  __shared__ float p_s[kThreads];                  // this chunk's weights, rounded to bf16
-  __shared__ const unsigned short* v_s[kThreads];  // this chunk's V rows (null: not attended)
+  __shared__ float q8_s[kKDim];                    // q rounded to e4m3 (fp8 numerics' prefix keys)
+  __shared__ float p_s[kThreads];                  // this chunk's weights, rounded to bf16 (or e4m3)
+  __shared__ const void* v_s[kThreads];            // this chunk's V rows (null: not attended)
+  __shared__ bool v8_s[kThreads];                  // whether they are e4m3 bytes
   __shared__ float vscale_s[kThreads];
   __shared__ float scratch[kThreads];
 
@@ -156,15 +190,20 @@ __global__ void __launch_bounds__(kThreads) mla_verify_naive(const NaiveParams p
   const long long keys = row.prefix + (row.mask_ok ? row.draft : 0);
 
   const unsigned short* q = p.q + n * p.q_stride_n + h * p.q_stride_h;
-  for (int i = threadIdx.x; i < kKDim; i += kThreads) q_s[i] = LoadBf16(q + i);
+  for (int i = threadIdx.x; i < kKDim; i += kThreads) {
+    q_s[i] = LoadBf16(q + i);
+    q8_s[i] = RoundToE4m3(q_s[i]);
+  }
   __syncthreads();
+  const bool round = p.kv_fp8 != 0 && p.fp8_round != 0;
 
   // Pass 1: the row maximum of the log2-scaled scores.
   float m = -__int_as_float(0x7f800000);
   for (long long j = threadIdx.x; j < keys; j += kThreads) {
     float scale, vs;
-    const unsigned short* k = KeyRow<kPacked>(p, row, j, &scale, &vs);
-    if (k != nullptr) m = fmaxf(m, Dot(q_s, k) * scale);
+    bool fp8;
+    const void* k = KeyRow<kPacked>(p, row, j, &scale, &vs, &fp8);
+    if (k != nullptr) m = fmaxf(m, Dot(fp8 && round ? q8_s : q_s, k, fp8) * scale);
   }
   m = BlockReduce<true>(m, scratch);
 
@@ -174,18 +213,20 @@ __global__ void __launch_bounds__(kThreads) mla_verify_naive(const NaiveParams p
   for (long long base = 0; base < keys; base += kThreads) {
     const long long j = base + threadIdx.x;
     float w = 0.f, scale = 0.f, vs = 0.f;
-    const unsigned short* k = j < keys ? KeyRow<kPacked>(p, row, j, &scale, &vs) : nullptr;
-    if (k != nullptr) w = exp2f(Dot(q_s, k) * scale - m);
+    bool fp8 = false;
+    const void* k = j < keys ? KeyRow<kPacked>(p, row, j, &scale, &vs, &fp8) : nullptr;
+    if (k != nullptr) w = exp2f(Dot(fp8 && round ? q8_s : q_s, k, fp8) * scale - m);
     l_part += w;
-    p_s[threadIdx.x] = RoundToBf16(w);
+    p_s[threadIdx.x] = fp8 && round ? RoundToE4m3(w) : RoundToBf16(w);
     v_s[threadIdx.x] = k;
+    v8_s[threadIdx.x] = fp8;
     vscale_s[threadIdx.x] = vs;
     __syncthreads();
     for (int t = 0; t < kThreads; ++t) {
       if (v_s[t] == nullptr) continue;
       for (int e = 0; e < kDimsPerThread; ++e) {
         const int d = threadIdx.x + e * kThreads;
-        acc[e] = fmaf(p_s[t], LoadBf16(v_s[t] + d) * vscale_s[t], acc[e]);
+        acc[e] = fmaf(p_s[t], KeyAt(v_s[t], v8_s[t], d) * vscale_s[t], acc[e]);
       }
     }
     __syncthreads();

@@ -10,7 +10,7 @@ struct NaiveParams {
   const unsigned short* q;         // [N, H, 576] bf16, strides below
   const unsigned short* k_extend;  // [N, 1, 576] bf16
   const unsigned short* v_extend;  // null, or [N, 1, 512] bf16 that must equal k_extend[..., :512]
-  const unsigned short* kv_cache;  // [S, 1, 576] bf16, row stride 576
+  const unsigned short* kv_cache;  // [S, 1, 576] bf16, or e4m3 bytes when kv_fp8; row stride 576
   const void* qo_indptr;           // [B + 1] int32, or int64 when qo_indptr_64
   const void* kv_indptr;           // [B + 1], prefix only; int32, or int64 when kv_indptr_64
   const long long* kv_indices;     // [num_kv_indices]
@@ -37,6 +37,8 @@ struct NaiveParams {
   float prefix_scale_log2;  // sm_scale * k_scale * log2(e)
   float tree_scale_log2;    // sm_scale * log2(e)
   float v_scale;
+  int kv_fp8;     // 1: kv_cache holds fp8 e4m3 bytes
+  int fp8_round;  // with kv_fp8: round q and the weights to e4m3 on prefix keys (fp8 numerics)
 };
 
 // One block per (q row, head); the block's threads each own kDimsPerThread output dims and, in turn,

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -111,6 +112,83 @@ TEST_F(ClientAbiTest, BadOptionsAndArgumentsAreInvalidArgument) {
   kjit_client_destroy(c);
 }
 
+// Callers built before fp8_numerics pass the struct up to it: accepted, and nothing past it is read
+// (the bytes there would be an invalid fp8_numerics). Any other size is refused, naming both.
+TEST_F(ClientAbiTest, ArgsOfCallersBuiltBeforeFp8Numerics) {
+  const kjit_client_options o = Options(target_, "in-process");
+  kjit_client* c = nullptr;
+  ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();
+  constexpr size_t kOldSize = offsetof(kjit_mla_verify_args, fp8_numerics);
+  alignas(kjit_mla_verify_args) unsigned char bytes[sizeof(kjit_mla_verify_args)];
+  for (int64_t kv_dtype : {int64_t{KJIT_DTYPE_BF16}, int64_t{KJIT_DTYPE_FP8_E4M3}}) {
+    kjit_mla_verify_args a = ValidArgs();
+    a.kv_cache.dtype = kv_dtype;
+    a.struct_size = kOldSize;
+    std::memset(bytes, 0x7f, sizeof(bytes));
+    std::memcpy(bytes, &a, kOldSize);
+    const auto* old = reinterpret_cast<const kjit_mla_verify_args*>(bytes);
+    if (!HasDriver()) {  // valid: only the missing GPU stops it
+      EXPECT_EQ(kjit_mla_verify(c, old, 0, nullptr), KJIT_FAILED_PRECONDITION) << kjit_last_error();
+    }
+    a.q.shape[2] = 512;  // and the family's checks still run on it
+    std::memcpy(bytes, &a, kOldSize);
+    EXPECT_EQ(kjit_mla_verify(c, old, 0, nullptr), KJIT_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kjit_last_error()).find("'q'"), std::string::npos) << kjit_last_error();
+  }
+  kjit_mla_verify_args a = ValidArgs();
+  a.struct_size = kOldSize + 4;
+  EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_INVALID_ARGUMENT);
+  const std::string why = kjit_last_error();
+  EXPECT_NE(why.find("struct_size is " + std::to_string(kOldSize + 4)), std::string::npos) << why;
+  EXPECT_NE(why.find(std::to_string(sizeof(kjit_mla_verify_args))), std::string::npos) << why;
+  EXPECT_NE(why.find(std::to_string(kOldSize)), std::string::npos) << why;
+  kjit_client_destroy(c);
+}
+
+// An fp8 e4m3 cache (KJIT_DTYPE_FP8_E4M3, or its bytes as KJIT_DTYPE_UINT8) passes every mode's
+// checks with either numerics; fp8 elsewhere, fp8 numerics with a bf16 cache and an unknown
+// numerics value are INVALID_ARGUMENT before any device is touched.
+TEST_F(ClientAbiTest, Fp8CacheInEveryMode) {
+  for (const char* modes : {"in-process", "ring", "remote"}) {
+    SCOPED_TRACE(modes);
+    const kjit_client_options o = Options(target_, modes);
+    kjit_client* c = nullptr;
+    ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();
+    if (!HasDriver()) {
+      for (int64_t kv_dtype : {int64_t{KJIT_DTYPE_FP8_E4M3}, int64_t{KJIT_DTYPE_UINT8}}) {
+        for (int64_t numerics : {int64_t{KJIT_FP8_NUMERICS_DEQUANT}, int64_t{KJIT_FP8_NUMERICS_FP8}}) {
+          kjit_mla_verify_args a = ValidArgs();
+          a.kv_cache.dtype = kv_dtype;
+          a.fp8_numerics = numerics;
+          a.k_scale = 0.5;
+          a.v_scale = 2.0;
+          EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_FAILED_PRECONDITION)
+              << kv_dtype << "/" << numerics << ": " << kjit_last_error();
+        }
+      }
+    }
+    kjit_mla_verify_args a = ValidArgs();
+    a.kv_cache.dtype = KJIT_DTYPE_FP8_E4M3;
+    a.kv_cache.shape[2] = 512;  // the checks are the family's, for the fp8 cache too
+    EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kjit_last_error()).find("'kv_cache'"), std::string::npos) << kjit_last_error();
+    a = ValidArgs();
+    a.k_extend.dtype = KJIT_DTYPE_FP8_E4M3;
+    EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kjit_last_error()).find("'k_extend'"), std::string::npos) << kjit_last_error();
+    a = ValidArgs();
+    a.fp8_numerics = KJIT_FP8_NUMERICS_FP8;
+    EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kjit_last_error()).find("bf16 kv_cache"), std::string::npos) << kjit_last_error();
+    a = ValidArgs();
+    a.kv_cache.dtype = KJIT_DTYPE_UINT8;
+    a.fp8_numerics = 3;
+    EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kjit_last_error()).find("fp8_numerics is 3"), std::string::npos) << kjit_last_error();
+    kjit_client_destroy(c);
+  }
+}
+
 TEST_F(ClientAbiTest, RingAndRemoteModesOpenAgainstTheDaemon) {
   for (const char* modes : {"ring", "remote"}) {
     kjit_client_options o = Options(target_, modes);
@@ -160,7 +238,7 @@ TEST(ClientAbi, NoDaemonFallsBackToEmbeddedWhichCompilesIntoTheCache) {
   ASSERT_EQ(kjit_client_prepare(c, "sm_120"), KJIT_OK) << kjit_last_error();
   int entries = 0;
   for (const auto& e : fs::recursive_directory_iterator(dir)) entries += e.path().extension() == ".cubin";
-  EXPECT_EQ(entries, 10) << "one entry per mla_verify specialization";
+  EXPECT_EQ(entries, 20) << "one entry per mla_verify specialization (H x mask x bf16 or fp8 cache)";
   kjit_client_destroy(c);
   fs::remove_all(dir);
 

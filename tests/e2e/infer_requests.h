@@ -51,6 +51,16 @@ inline Req ValidRequest(int64_t slots = 4) {
   return r;
 }
 
+// ValidRequest with an fp8 e4m3 cache: kv_cache as its bytes (UINT8 [S, 1, 576], one byte per
+// element; 0x38 is 1.0) and parameter kjit_kv_dtype "fp8_e4m3", as PROTOCOL.md has it travel.
+inline Req Fp8Request(int64_t slots = 4) {
+  Req r = ValidRequest(slots);
+  r.mutable_inputs(2)->set_datatype("UINT8");
+  r.set_raw_input_contents(2, std::string(slots * 576, '\x38'));
+  (*r.mutable_parameters())["kjit_kv_dtype"].set_string_param("fp8_e4m3");
+  return r;
+}
+
 // Points a tensor's parameters (an input's or an output's) at `bytes` bytes of a shared memory
 // region from `offset`.
 inline void SetRegion(google::protobuf::Map<std::string, inference::InferParameter>* p, const std::string& region,

@@ -28,14 +28,21 @@ def stubs():
     return grpc, health_pb2, health_pb2_grpc, pb, pbg, kpb, kpbg
 
 
-def make_infer_request(pb, qo=(0, 2)):
+def make_infer_request(pb, qo=(0, 2), fp8=False):
+    """B = 1, D = 2, P = 3, H = 8. fp8: the cache as PROTOCOL.md has an fp8 e4m3 one travel, its bytes
+    (UINT8, 0x38 = 1.0) with parameter kjit_kv_dtype "fp8_e4m3"."""
     import numpy as np
     req = pb.ModelInferRequest(model_name="mla_verify")
     req.parameters["sm_scale"].double_param = 0.14467963
+    if fp8:
+        req.parameters["kjit_kv_dtype"].string_param = "fp8_e4m3"
+        kv_cache = ("kv_cache", "UINT8", [4, 1, 576], np.full((4, 1, 576), 0x38, np.uint8))
+    else:
+        kv_cache = ("kv_cache", "BF16", [4, 1, 576], np.zeros((4, 1, 576), np.uint16))
     tensors = [
         ("q", "BF16", [2, 8, 576], np.zeros((2, 8, 576), np.uint16)),
         ("k_extend", "BF16", [2, 1, 576], np.zeros((2, 1, 576), np.uint16)),
-        ("kv_cache", "BF16", [4, 1, 576], np.zeros((4, 1, 576), np.uint16)),
+        kv_cache,
         ("qo_indptr", "INT32", [2], np.array(qo, np.int32)),
         ("kv_indptr", "INT32", [2], np.array([0, 3], np.int32)),
         ("kv_indices", "INT64", [3], np.array([1, 2, 3], np.int64)),

@@ -91,6 +91,62 @@ TEST_F(InferTest, ParametersAndRawSlots) {
   ExpectBad(r, "mask_indptr");
 }
 
+// An fp8 e4m3 cache is UINT8 with kjit_kv_dtype "fp8_e4m3" (KServe v2 has no fp8 datatype): a valid
+// one gets as far as a valid bf16 request (no GPU here), each mismatch is INVALID_ARGUMENT saying
+// what to set.
+TEST_F(InferTest, Fp8CacheTravelsAsUint8WithKjitKvDtype) {
+  const grpc::Status ok = Infer(Fp8Request());
+  EXPECT_EQ(ok.error_code(), StatusCode::FAILED_PRECONDITION) << ok.error_message();
+  EXPECT_NE(ok.error_message().find("compile-only"), std::string::npos) << ok.error_message();
+  for (const char* numerics : {"dequant", "fp8"}) {
+    Req r = Fp8Request();
+    (*r.mutable_parameters())["kjit_fp8_numerics"].set_string_param(numerics);
+    EXPECT_EQ(Infer(r).error_code(), StatusCode::FAILED_PRECONDITION) << numerics;
+    r.set_model_name("mla_verify_naive");  // the oracle has the same signature
+    EXPECT_EQ(Infer(r).error_code(), StatusCode::FAILED_PRECONDITION) << numerics;
+  }
+  Req r = ValidRequest();
+  (*r.mutable_parameters())["kjit_kv_dtype"].set_string_param("bf16");  // the default, said
+  EXPECT_EQ(Infer(r).error_code(), StatusCode::FAILED_PRECONDITION);
+
+  // UINT8 without the parameter: the message names kv_cache and what to set.
+  r = Fp8Request();
+  r.mutable_parameters()->erase("kjit_kv_dtype");
+  ExpectInfer(stub_.get(), r, StatusCode::INVALID_ARGUMENT, "'kv_cache'");
+  ExpectInfer(stub_.get(), r, StatusCode::INVALID_ARGUMENT, "set parameter 'kjit_kv_dtype' to \"fp8_e4m3\"");
+  // BF16 with it: an fp8 cache travels as UINT8.
+  r = ValidRequest();
+  (*r.mutable_parameters())["kjit_kv_dtype"].set_string_param("fp8_e4m3");
+  ExpectInfer(stub_.get(), r, StatusCode::INVALID_ARGUMENT, "'kv_cache'");
+  ExpectInfer(stub_.get(), r, StatusCode::INVALID_ARGUMENT, "travels as UINT8");
+  // An unknown cache type, or the parameter of another kind.
+  r = Fp8Request();
+  (*r.mutable_parameters())["kjit_kv_dtype"].set_string_param("fp8_e5m2");
+  ExpectInfer(stub_.get(), r, StatusCode::INVALID_ARGUMENT, "use \"bf16\" or \"fp8_e4m3\"");
+  r = Fp8Request();
+  (*r.mutable_parameters())["kjit_kv_dtype"].set_int64_param(1);
+  ExpectInfer(stub_.get(), r, StatusCode::INVALID_ARGUMENT, "kjit_kv_dtype");
+  // Numerics with a bf16 cache, and an unknown one with an fp8 cache.
+  r = ValidRequest();
+  (*r.mutable_parameters())["kjit_fp8_numerics"].set_string_param("dequant");
+  ExpectInfer(stub_.get(), r, StatusCode::INVALID_ARGUMENT, "'kjit_fp8_numerics' applies to an fp8 cache only");
+  r = Fp8Request();
+  (*r.mutable_parameters())["kjit_fp8_numerics"].set_string_param("fp16");
+  ExpectInfer(stub_.get(), r, StatusCode::INVALID_ARGUMENT, "use \"dequant\" or \"fp8\"");
+  // One byte per element: a UINT8 cache with bf16's byte count is the wrong size.
+  r = Fp8Request();
+  r.set_raw_input_contents(2, std::string(4 * 576 * 2, '\x38'));
+  ExpectBad(r, "kv_cache");
+  // FP8_E4M3 is not a KServe datatype, for the cache or any other tensor.
+  r = Fp8Request();
+  r.mutable_inputs(2)->set_datatype("FP8_E4M3");
+  ExpectBad(r, "kv_cache");
+  r = Fp8Request();
+  r.mutable_inputs(0)->set_datatype("UINT8");
+  r.set_raw_input_contents(0, std::string(2 * 8 * 576, '\0'));
+  ExpectBad(r, "q");
+}
+
 TEST_F(InferTest, TypedContentsAndDefaultOutputs) {
   Req r = ValidRequest();
   r.mutable_raw_input_contents()->DeleteSubrange(3, 1);  // qo_indptr as int_contents instead

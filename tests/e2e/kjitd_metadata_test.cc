@@ -54,6 +54,12 @@ TEST_F(MetadataTest, ModelMetadataAndConfig) {
     EXPECT_EQ(md.inputs(0).datatype(), "BF16");
     EXPECT_EQ(std::vector<int64_t>(md.inputs(0).shape().begin(), md.inputs(0).shape().end()),
               (std::vector<int64_t>{-1, -1, 576}));
+    // kv_cache's usual datatype is BF16; an fp8 cache is UINT8 with kjit_kv_dtype (ModelConfig's
+    // request_parameters below). KServe's TensorMetadata has one datatype per input.
+    EXPECT_EQ(md.inputs(2).name(), "kv_cache");
+    EXPECT_EQ(md.inputs(2).datatype(), "BF16");
+    EXPECT_EQ(std::vector<int64_t>(md.inputs(2).shape().begin(), md.inputs(2).shape().end()),
+              (std::vector<int64_t>{-1, 1, 576}));
     EXPECT_EQ(md.inputs(5).name(), "kv_indices");
     EXPECT_EQ(md.inputs(5).datatype(), "INT64");
     ASSERT_EQ(md.outputs_size(), 2);
@@ -73,6 +79,14 @@ TEST_F(MetadataTest, ModelMetadataAndConfig) {
     EXPECT_TRUE(cfg.config().input(6).optional());  // custom_mask (or packed_mask)
     EXPECT_TRUE(cfg.config().input(9).optional());  // v_extend
     EXPECT_EQ(cfg.config().output(0).dims_size(), 3);
+    EXPECT_EQ(cfg.config().input(2).name(), "kv_cache");
+    EXPECT_EQ(cfg.config().input(2).data_type(), inference::TYPE_BF16);
+    const auto params = cfg.config().parameters().find("request_parameters");
+    ASSERT_NE(params, cfg.config().parameters().end());
+    const std::string& listed = params->second.string_value();
+    for (const char* p : {"sm_scale (required)", "k_scale", "v_scale", "kjit_kv_dtype", "kjit_fp8_numerics"}) {
+      EXPECT_NE(listed.find(p), std::string::npos) << p << " not in: " << listed;
+    }
   }
 }
 

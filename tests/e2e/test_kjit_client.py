@@ -20,6 +20,7 @@ import unittest
 ARGS = None
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "client", "python"))
+TORCH_STANDIN = os.path.join(HERE, "..", "python", "torch_standin")  # tensors that are only metadata
 
 INVALID_ARGUMENT, DEADLINE_EXCEEDED, FAILED_PRECONDITION, UNAVAILABLE = 3, 4, 9, 14
 
@@ -130,8 +131,53 @@ class KjitClientTest(unittest.TestCase):
         self.assertIn("not in-process", c.description)
         c.prepare("sm_120")
         entries = [f for _, _, files in os.walk(cache) for f in files if f.endswith(".cubin")]
-        self.assertEqual(len(entries), 10)
+        self.assertEqual(len(entries), 20)  # H x mask x bf16 or fp8 cache
         c.close()
+
+    @unittest.skipIf(os.path.exists("/proc/driver/nvidia/version"),
+                     "stand-in tensors have fake addresses: only a machine without a GPU stops before using them")
+    def test_verify_attention_with_an_fp8_cache_in_every_mode(self):
+        # kjit.verify_attention on stand-in torch tensors through the library: an fp8 cache, as
+        # float8_e4m3fn or as its uint8 bytes, with either numerics, passes every mode's checks and
+        # only the missing GPU stops it (as a bf16 one); the family's checks apply to it.
+        sys.path.insert(0, TORCH_STANDIN)
+        try:
+            import torch
+        finally:
+            sys.path.remove(TORCH_STANDIN)
+        self.assertTrue(torch.__file__.startswith(TORCH_STANDIN), torch.__file__)
+        kjit = self.kjit
+
+        def args(kv_dtype, slots=64, width=576):
+            n, h = 4, 8
+            k_buffer = torch.Tensor((slots, 1, width), kv_dtype)
+            k_extend = torch.Tensor((n, 1, 576), torch.bfloat16)
+            return [torch.Tensor((n, h, 576), torch.bfloat16), k_extend, None,
+                    torch.Tensor((n, h, 512), torch.bfloat16), k_buffer, k_buffer.narrow_last(512),
+                    torch.Tensor((2,), torch.int32), torch.Tensor((2,), torch.int32), torch.Tensor((3,), torch.int64),
+                    torch.Tensor((n * (3 + n),), torch.uint8), True, torch.Tensor((2,), torch.int64), n, 0.5, 2.0,
+                    0.125]
+
+        for mode in ("in-process", "ring", "remote"):
+            c = client(kjit, self.d.target, mode)
+            try:
+                for kv_dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.uint8):
+                    for numerics in ("dequant", "fp8"):
+                        if kv_dtype is torch.bfloat16 and numerics == "fp8":
+                            continue
+                        with self.subTest(mode=mode, kv_dtype=kv_dtype, numerics=numerics):
+                            with self.assertRaises(kjit.Error) as e:
+                                kjit.verify_attention(*args(kv_dtype), fp8_numerics=numerics, client=c)
+                            self.assertEqual(e.exception.code, FAILED_PRECONDITION, e.exception.message)
+                with self.subTest(mode=mode, what="a 575-wide fp8 cache"):
+                    bad = args(torch.float8_e4m3fn, width=575)
+                    bad[5] = bad[4].narrow_last(512)
+                    with self.assertRaises(kjit.Error) as e:
+                        kjit.verify_attention(*bad, client=c)
+                    self.assertEqual(e.exception.code, INVALID_ARGUMENT)
+                    self.assertIn("'kv_cache'", e.exception.message)
+            finally:
+                c.close()
 
     def test_stuck_then_dead_daemon_within_the_deadline(self):
         d = Daemon()

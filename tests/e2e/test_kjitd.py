@@ -116,6 +116,67 @@ class KjitdTest(unittest.TestCase):
         self.assertEqual(ctx.exception.code(), self.grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("'qo_indptr'", ctx.exception.details())
 
+    def infer_details(self, req):
+        """(code, details) of a ModelInfer."""
+        try:
+            self.infer.ModelInfer(req)
+            return self.grpc.StatusCode.OK, ""
+        except self.grpc.RpcError as e:
+            return e.code(), e.details()
+
+    def test_fp8_cache_through_the_stock_protocol(self):
+        # A UINT8 kv_cache with kjit_kv_dtype "fp8_e4m3" is valid: it stops where a valid bf16
+        # request does on a daemon without a GPU, with either numerics.
+        bf16 = self.infer_details(self.infer_request())
+        self.assertEqual(bf16[0], self.grpc.StatusCode.FAILED_PRECONDITION)
+        for numerics in (None, "dequant", "fp8"):
+            req = make_infer_request(self.pb, fp8=True)
+            if numerics:
+                req.parameters["kjit_fp8_numerics"].string_param = numerics
+            self.assertEqual(self.infer_details(req), bf16, numerics)
+        bad = self.grpc.StatusCode.INVALID_ARGUMENT
+        # UINT8 without kjit_kv_dtype: names the tensor and what to set.
+        req = make_infer_request(self.pb, fp8=True)
+        del req.parameters["kjit_kv_dtype"]
+        code, details = self.infer_details(req)
+        self.assertEqual(code, bad)
+        self.assertIn("'kv_cache'", details)
+        self.assertIn("set parameter 'kjit_kv_dtype' to \"fp8_e4m3\"", details)
+        # BF16 with it.
+        req = self.infer_request()
+        req.parameters["kjit_kv_dtype"].string_param = "fp8_e4m3"
+        code, details = self.infer_details(req)
+        self.assertEqual(code, bad)
+        self.assertIn("'kv_cache'", details)
+        self.assertIn("an fp8 cache travels as UINT8", details)
+        # A cache type kjit does not know.
+        req = make_infer_request(self.pb, fp8=True)
+        req.parameters["kjit_kv_dtype"].string_param = "int4"
+        code, details = self.infer_details(req)
+        self.assertEqual(code, bad)
+        self.assertIn("'kjit_kv_dtype' is \"int4\"; use \"bf16\" or \"fp8_e4m3\"", details)
+        # Numerics with a bf16 cache, and a numerics value kjit does not know.
+        req = self.infer_request()
+        req.parameters["kjit_fp8_numerics"].string_param = "fp8"
+        code, details = self.infer_details(req)
+        self.assertEqual(code, bad)
+        self.assertIn("'kjit_fp8_numerics' applies to an fp8 cache only", details)
+        req = make_infer_request(self.pb, fp8=True)
+        req.parameters["kjit_fp8_numerics"].string_param = "e4m3"
+        code, details = self.infer_details(req)
+        self.assertEqual(code, bad)
+        self.assertIn("'kjit_fp8_numerics' is \"e4m3\"; use \"dequant\" or \"fp8\"", details)
+
+    def test_metadata_and_config_show_the_cache_and_its_parameters(self):
+        mm = self.infer.ModelMetadata(self.pb.ModelMetadataRequest(name="mla_verify"))
+        kv = [t for t in mm.inputs if t.name == "kv_cache"]
+        self.assertEqual(len(kv), 1)
+        self.assertEqual((kv[0].datatype, list(kv[0].shape)), ("BF16", [-1, 1, 576]))  # the usual one
+        cfg = self.infer.ModelConfig(self.pb.ModelConfigRequest(name="mla_verify")).config
+        listed = cfg.parameters["request_parameters"].string_value.split(", ")
+        for name in ("kjit_kv_dtype", "kjit_fp8_numerics", "k_scale", "v_scale"):
+            self.assertIn(name, listed)
+
     def test_launch_ring_from_python(self):
         from kjit import LaunchRing, RingError  # client/python, with the stubs' kjit.v1 beside it
         ring = LaunchRing(1 << 20)

@@ -8,6 +8,7 @@
 - Checks: the PASS / FAIL / SKIPPED lines and the summary.
 - load_sglang_triton(): SGLang's Triton extend_attention_fwd from a folder holding its
   extend_attention.py and prefill_attention.py, with stand-ins for the modules they import.
+- The fp8 e4m3 cache's cases and checks are client_fp8_cases.py's, on these helpers.
 
 Imports no torch at module level: `python3 tests/gpu/client_cases.py` tests what the CPU can.
 """
@@ -440,6 +441,9 @@ def _self_test():
     assert set(NINE) <= {p for c in MODE_CASES for p in c.prefix}
 
     self_test_reference()
+    from client_fp8_cases import self_test as self_test_fp8  # the fp8 cache's cases: their own module
+
+    self_test_fp8()
 
     # Checks counts and the closing line.
     c = Checks("t")

@@ -7,16 +7,20 @@ One PASS / FAIL / SKIPPED line per check, a summary last; exits 1 on any FAIL.
   a. Every launch mode (in-process; ring and remote, synchronous and with events=True; embedded)
      on client_cases.MODE_CASES: o NaN-poisoned first, rel Frobenius error <= 4e-3, no NaN, exact
      zeros on rows that attend to nothing, lse where asked; o bitwise equal across the modes.
+  a2. An fp8 e4m3 cache (client_fp8_cases.FP8_CASES, k_scale 0.5 / v_scale 2) in every mode with
+     both numerics, against float64 on the decoded cache: "dequant" <= 4e-3, "fp8" <= 1.2e-1 and
+     close to the emulated Triton numerics' own error; bitwise equal across modes and cache views.
   b. Kernel errors: a kv_indices entry >= S, v_extend differing from k_extend[..., :512]; reported
      by check_errors (in-process, embedded), by the call (ring, remote) or by the next call (events);
      the next check or call is clean.
-  c. kjit.Unsupported for what kjit does not implement, with o untouched.
+  c. kjit.Unsupported for what kjit does not implement, INVALID_ARGUMENT for fp8 numerics a cache
+     cannot take, with o untouched.
   d. CUDA graphs (in-process): replay with new inputs in the static buffers is bitwise equal to an
      eager launch; kernel errors in a replay; a capture that allocates the workspace; a graph's
      workspace outlives an eager launch that grows it; host time of 61 launches, replay vs eager.
   e. 8 processes on the GPU at once, each with its own in-process and remote clients.
   f. With --triton-dir (SGLang's extend_attention.py and prefill_attention.py): kjit's error vs
-     float64 no worse than max(2 x Triton's, 4e-3); and the stand-in SGLang backend tree
+     float64 no worse than max(2 x Triton's, 4e-3), on an fp8 cache too; and the stand-in SGLang backend tree
      (tests/python/sglang_standin) with kjit.sglang.install(): a target-verify MLA call served by
      kjit against the real Triton kernel, and a logit_cap call that falls back to it.
 Needs PYTORCH_CUDA_ALLOC_CONF without expandable segments (the ring and remote modes share torch's
@@ -41,6 +45,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import client_cases as cc  # noqa: E402
+import client_fp8_cases as fp8  # noqa: E402
 import kjit  # noqa: E402
 from client_cases import (KV_SLOTS, MODE_CASES, NINE, SM_SCALE, Case, Checks, build_index, call_args,  # noqa: E402
                           call_kwargs, load_sglang_triton, make_kv_cache, make_tensors, poison, reference_of,
@@ -79,7 +84,7 @@ def clean(checks, name, fn):
         return checks.record(False, name, f"raised {e}")
 
 
-def check_reference(checks, kv):
+def check_reference(checks, kv, kv8):
     """reference() against reference_loops() on small cases, with 2-slot chunks and a slot >= S."""
     for case in (Case("ref_noncausal", 8, (0, 5, 40), (3, 4, 6), seed=3, tree="random", is_causal=False,
                       k_scale=0.5, v_scale=2.0, empty_rows=True),
@@ -97,6 +102,8 @@ def check_reference(checks, kv):
         err = float(np.abs(o.cpu().numpy() - o2).max())
         same_lse = np.allclose(lse.cpu().numpy(), lse2, rtol=0, atol=1e-9)  # -inf where both are
         checks.record(err < 1e-9 and same_lse, f"reference vs loops {case.name}", f"max |diff| {err:.1e}")
+    if kv8 is not None:
+        fp8.check_reference(checks, kv8)
 
 
 def run_modes(checks, clients, kv, vb):
@@ -181,7 +188,7 @@ def run_errors(checks, clients, kv, vb):
             checks.record(ok, f"{name} then a clean launch", detail)
 
 
-def run_unsupported(checks, client, kv, vb):
+def run_unsupported(checks, client, kv, vb, kv8):
     case = Case("unsupported", 8, (50, 9), (4, 6), seed=41)
     small_slots = 4096
     t = make_tensors(case, build_index(case, small_slots))
@@ -201,10 +208,8 @@ def run_unsupported(checks, client, kv, vb):
         ("custom_mask=None", {9: None}, {}),
         ("max_len_extend=65", {12: 65}, {}),
         ("k_scale a tensor", {13: torch.tensor(1.0, device=cc.DEVICE)}, {}),
+        ("fp16 k_buffer", {4: small.half(), 5: small.half()[..., :512]}, {}),
     ]
-    if hasattr(torch, "float8_e4m3fn"):
-        fp8 = small.to(torch.float8_e4m3fn)
-        variants.append(("fp8 k_buffer", {4: fp8, 5: fp8[..., :512]}, {}))
     for what, repl, kwargs in variants:
         name = f"unsupported {what}"
         with checks.guard(name):
@@ -224,6 +229,8 @@ def run_unsupported(checks, client, kv, vb):
             untouched = torch.equal(o.view(torch.int16), before.view(torch.int16))
             ok = isinstance(got, kjit.Unsupported) and got.code == 12 and untouched
             checks.record(ok, name, f"{got!r}, o {'untouched' if untouched else 'WRITTEN'}")
+    if kv8 is not None:
+        fp8.run_refusals(checks, client, kv8)
     clean(checks, "unsupported: nothing reached the kernels (check_errors clean)",
           lambda: kjit.check_errors(client=client))
 
@@ -421,7 +428,7 @@ def run_processes(checks, target, count=8, limit_s=75):
             checks.record(ok, f"process {rank} {name}", detail)
 
 
-def run_triton(checks, triton_dir, client, kv, vb):
+def run_triton(checks, triton_dir, client, kv, vb, kv8):
     sys.path.insert(0, STANDIN)
     fn = load_sglang_triton(triton_dir)
     if fn is None:
@@ -452,6 +459,8 @@ def run_triton(checks, triton_dir, client, kv, vb):
             bound = max(2 * err_t, 4e-3)
             checks.record(err_k <= bound, f"{case.name} kjit vs Triton against float64",
                           f"kjit {err_k:.2e}, Triton {err_t:.2e}, bound {bound:.2e}")
+    if kv8 is not None:
+        fp8.run_triton(checks, fn, client, kv8)
     import kjit.sglang
 
     calls = []
@@ -510,19 +519,23 @@ def main():
                 clients[label] = c
     kv = make_kv_cache(KV_SLOTS, seed=7)
     vb = kv[..., :512]
+    kv8 = fp8.make_fp8_kv_cache(KV_SLOTS, seed=8) if hasattr(torch, "float8_e4m3fn") else None
     inproc = clients.get("in-process")
-    sections = [("reference self-check", lambda: check_reference(checks, kv)),
+    sections = [("reference self-check", lambda: check_reference(checks, kv, kv8)),
                 ("a. every mode vs float64", lambda: run_modes(checks, clients, kv, vb)),
+                ("a2. fp8 e4m3 cache, every mode", lambda: fp8.run_modes(checks, clients, kv8, CHECKED_HERE)),
                 ("b. kernel errors", lambda: run_errors(checks, clients, kv, vb)),
-                ("c. unsupported", lambda: run_unsupported(checks, inproc, kv, vb)),
+                ("c. unsupported", lambda: run_unsupported(checks, inproc, kv, vb, kv8)),
                 ("d. CUDA graphs", lambda: run_graphs(checks, inproc, kv, vb)),
                 ("e. 8 processes", lambda: run_processes(checks, args.target)),
-                ("f. SGLang's Triton kernel", lambda: run_triton(checks, args.triton_dir, inproc, kv, vb))]
+                ("f. SGLang's Triton kernel", lambda: run_triton(checks, args.triton_dir, inproc, kv, vb, kv8))]
     for title, fn in sections:
         checks.section(title)
         s0 = time.monotonic()
         if title.startswith("f.") and not args.triton_dir:
             checks.skip("triton", "no --triton-dir")
+        elif title.startswith("a2.") and kv8 is None:
+            checks.skip(title, f"torch {torch.__version__} has no float8_e4m3fn")
         elif inproc is None and title[0] in "cdf":
             checks.skip(title, "no in-process client")
         else:

@@ -13,7 +13,8 @@
 namespace kjit::gputest {
 
 // Device copies of one case's inputs and outputs, plus a workspace. Sizes are fixed at construction;
-// Upload may write another case of the same problem (CUDA-graph replay with new inputs).
+// Upload may write another case of the same problem (CUDA-graph replay with new inputs). The kv_cache
+// buffer holds the case's bf16 cache or, with problem.kv_dtype kFp8E4m3, its e4m3 bytes (S * 576).
 class DeviceCase {
  public:
   static StatusOr<std::unique_ptr<DeviceCase>> Create(const reference::MlaCase& c, size_t workspace_bytes) {
@@ -22,7 +23,7 @@ class DeviceCase {
     const bool packed = p.mask_kind == kernels::MaskKind::kPacked;
     KJIT_RETURN_IF_ERROR(d->Alloc(&d->q_, Bytes(c.q)));
     KJIT_RETURN_IF_ERROR(d->Alloc(&d->k_extend_, Bytes(c.k_extend)));
-    KJIT_RETURN_IF_ERROR(d->Alloc(&d->kv_cache_, Bytes(c.kv_cache)));
+    KJIT_RETURN_IF_ERROR(d->Alloc(&d->kv_cache_, Fp8Cache(c) ? Bytes(c.kv_cache_fp8) : Bytes(c.kv_cache)));
     KJIT_RETURN_IF_ERROR(d->Alloc(&d->qo_indptr_, Bytes(c.qo_indptr)));
     KJIT_RETURN_IF_ERROR(d->Alloc(&d->kv_indptr_, Bytes(c.kv_indptr)));
     KJIT_RETURN_IF_ERROR(d->Alloc(&d->kv_indices_, Bytes(c.kv_indices)));
@@ -43,7 +44,7 @@ class DeviceCase {
     const bool packed = c.problem.mask_kind == kernels::MaskKind::kPacked;
     KJIT_RETURN_IF_ERROR(Copy(q_, c.q));
     KJIT_RETURN_IF_ERROR(Copy(k_extend_, c.k_extend));
-    KJIT_RETURN_IF_ERROR(Copy(kv_cache_, c.kv_cache));
+    KJIT_RETURN_IF_ERROR(Fp8Cache(c) ? Copy(kv_cache_, c.kv_cache_fp8) : Copy(kv_cache_, c.kv_cache));
     KJIT_RETURN_IF_ERROR(Copy(qo_indptr_, c.qo_indptr));
     KJIT_RETURN_IF_ERROR(Copy(kv_indptr_, c.kv_indptr));
     KJIT_RETURN_IF_ERROR(Copy(kv_indices_, c.kv_indices));
@@ -81,6 +82,7 @@ class DeviceCase {
 
  private:
   DeviceCase() = default;
+  static bool Fp8Cache(const reference::MlaCase& c) { return c.problem.kv_dtype == kernels::KvDtype::kFp8E4m3; }
   template <typename T>
   static size_t Bytes(const std::vector<T>& v) { return v.size() * sizeof(T); }
   // Every buffer gets at least 256 bytes so empty arrays still have a valid, unique address.

@@ -12,6 +12,11 @@
 - o must be bitwise equal across three requests: the small inputs inline instead of in the region,
   and a repeat.
 - Registering more bytes than torch's allocation holds is INVALID_ARGUMENT.
+- An fp8 e4m3 cache (K / k_scale in float8_e4m3fn) travels as PROTOCOL.md has it: kv_cache UINT8
+  (its bytes) with kjit_kv_dtype "fp8_e4m3", each kjit_fp8_numerics: against the float64 reference
+  of the decoded cache (tests/gpu/mla_reference_torch.py), "dequant" within 4e-3, "fp8" within its
+  loose bound and near the emulated Triton numerics' own error; a repeat bitwise equal; UINT8
+  without the parameter INVALID_ARGUMENT.
 - Unregistering leaves no region behind.
 
 Message classes are built from a descriptor set (protoc --descriptor_set_out, from proto/) by
@@ -28,8 +33,10 @@ import sys
 import grpc
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client", "python"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "..", "client", "python"), HERE]
 from kjit.descriptors import Messages  # noqa: E402
+from mla_reference_torch import FP8_FROB_BOUND, reference as reference_fp8, rel_frob  # noqa: E402
 
 H, PREFIX, DRAFT = 8, (4097, 0, 700), (16, 5, 33)
 SM_SCALE, K_SCALE, V_SCALE = 0.14467963, 0.625, 1.5
@@ -146,7 +153,9 @@ DTYPES = {torch.bfloat16: "BF16", torch.int32: "INT32", torch.int64: "INT64", to
 NAMES = ["q", "k_extend", "kv_cache", "qo_indptr", "kv_indptr", "kv_indices", "custom_mask", "mask_indptr"]
 
 
-def infer_request(api, c, arena_in, arena_out, o, inline_small):
+def infer_request(api, c, arena_in, arena_out, o, inline_small, region="torch-in", strings=()):
+    """ModelInfer of case c: its tensors in arena_in (registered as `region`), o in arena_out;
+    strings: (name, value) string parameters. A uint8 kv_cache is an fp8 cache's bytes (UINT8)."""
     r = api.msg("ModelInferRequest")()
     r.model_name = "mla_verify"
     r.parameters["sm_scale"].double_param = SM_SCALE
@@ -154,15 +163,18 @@ def infer_request(api, c, arena_in, arena_out, o, inline_small):
     r.parameters["v_scale"].double_param = V_SCALE
     r.parameters["is_causal"].bool_param = True
     r.parameters["kjit_device"].int64_param = arena_in.device
+    for key, value in strings:
+        r.parameters[key].string_param = value
     for i, name in enumerate(NAMES):
         t = c[name]
         inp = r.inputs.add()
-        inp.name, inp.datatype = name, DTYPES[t.dtype]
+        inp.name = name
+        inp.datatype = "UINT8" if name == "kv_cache" and t.dtype == torch.uint8 else DTYPES[t.dtype]
         inp.shape.extend(t.shape)
         if inline_small and i >= 3:
             r.raw_input_contents.append(t.cpu().numpy().tobytes())
         else:
-            set_region(inp.parameters, "torch-in", arena_in.base + arena_in.offsets[i], t.numel() * t.element_size())
+            set_region(inp.parameters, region, arena_in.base + arena_in.offsets[i], t.numel() * t.element_size())
     out = r.outputs.add()
     out.name = "o"
     set_region(out.parameters, "torch-out", arena_out.base, o.numel() * o.element_size())
@@ -178,6 +190,45 @@ def expect_code(fn, code, what):
         print(f"{what}: {code.name} ({e.details()})")
         return
     raise AssertionError(f"{what}: succeeded, expected {code}")
+
+
+def check_fp8(api, c, arena_out, o, reg):
+    """The case with an fp8 e4m3 cache of the same values (K / k_scale rounded to e4m3, as SGLang
+    stores it) through ModelInfer, both numerics, against the float64 reference of the decoded cache."""
+    kv8 = (c["kv_cache"].float() / K_SCALE).clamp(-448.0, 448.0).to(torch.float8_e4m3fn).view(torch.uint8)
+    c8 = dict(c, kv_cache=kv8)
+    arena8 = Arena([c8[n].numel() * c8[n].element_size() for n in NAMES])
+    for i, n in enumerate(NAMES):
+        arena8.view(i, c8[n]).copy_(c8[n])
+    torch.cuda.synchronize()
+    api.call("CudaSharedMemoryRegister", reg(name="torch-in8", raw_handle=arena8.handle, device_id=arena8.device,
+                                              byte_size=arena8.byte_size))
+    refs = {}
+    for numerics in ("dequant", "fp8"):
+        refs[numerics] = reference_fp8(c8["q"], c8["k_extend"], kv8, c8["qo_indptr"], c8["kv_indptr"], c8["kv_indices"],
+                                       c8["custom_mask"], c8["mask_indptr"], sm_scale=SM_SCALE, k_scale=K_SCALE,
+                                       v_scale=V_SCALE, fp8_numerics=numerics)[0]
+    emulation = rel_frob(refs["fp8"].to(torch.bfloat16), refs["dequant"])
+    fp8 = [("kjit_kv_dtype", "fp8_e4m3")]
+    for numerics in ("dequant", "fp8"):
+        runs = []
+        for _ in range(2):
+            o.view(torch.int16).fill_(-1)
+            torch.cuda.synchronize()
+            api.call("ModelInfer", infer_request(api, c8, arena8, arena_out, o, False, region="torch-in8",
+                                                 strings=fp8 + [("kjit_fp8_numerics", numerics)]))
+            torch.cuda.synchronize()
+            runs.append(o.clone())
+        got = runs[0]
+        assert not torch.isnan(got.float()).any(), f"fp8 {numerics}: o has NaN"
+        err = rel_frob(got, refs["dequant"])
+        bound = 4e-3 if numerics == "dequant" else min(FP8_FROB_BOUND, 1.25 * emulation + 5e-3)
+        print(f"fp8 cache, {numerics}: relative Frobenius error vs float64 of the decoded cache {err:.2e} "
+              f"(bound {bound:.2e}; the emulated Triton numerics' own {emulation:.2e})")
+        assert err <= bound, (numerics, err, bound)
+        assert torch.equal(runs[0].view(torch.int16), runs[1].view(torch.int16)), f"fp8 {numerics}: a repeat changed o"
+    expect_code(lambda: api.call("ModelInfer", infer_request(api, c8, arena8, arena_out, o, False, region="torch-in8")),
+                grpc.StatusCode.INVALID_ARGUMENT, "UINT8 kv_cache without kjit_kv_dtype")
 
 
 def main():
@@ -223,7 +274,9 @@ def main():
     assert torch.equal(results[0].view(torch.int16), results[2].view(torch.int16)), "a repeat changed o"
     print("o bitwise equal: regions, small inputs inline, repeat")
 
-    for name in ("torch-in", "torch-out"):
+    check_fp8(api, c, arena_out, o, reg)
+
+    for name in ("torch-in", "torch-out", "torch-in8"):
         api.call("CudaSharedMemoryUnregister", api.msg("CudaSharedMemoryUnregisterRequest")(name=name))
     status = api.call("CudaSharedMemoryStatus", api.msg("CudaSharedMemoryStatusRequest")())
     left = [k for k in status.regions if k.startswith("torch-")]

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -36,6 +37,9 @@ struct Family {
   Status (*launch)(const kernels::KernelTable&, const kernels::MlaVerifyPlan&, const kernels::MlaVerifyProblem&,
                    const kernels::MlaVerifyBuffers&, CUstream);
   int tile = 0;  // MlaVerifyPlanOptions::tile for the fast family
+  // Whether the family plans an fp8 e4m3 cache; the 64x64 mma.sync tile has no fp8 variant, and its
+  // plan must refuse one with UNIMPLEMENTED.
+  bool fp8_cache = true;
 };
 inline void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
 // The oracle's plan takes no options (it has one tile and no splits).
@@ -47,7 +51,7 @@ inline const Family kFast{"fast", &kernels::PlanMlaVerify, &kernels::LaunchMlaVe
 inline const Family kFastTile32x16{"fast_t32x16", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
                                    mla::kTile32x16};
 inline const Family kFastTile64x64{"fast_t64x64", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
-                                   mla::kTile64x64};
+                                   mla::kTile64x64, /*fp8_cache=*/false};
 inline const Family kNaive{"naive", &PlanNaive, &kernels::LaunchMlaVerifyNaive};
 
 // The family's plan of the case, with a fixed number of prefix chunks when num_splits > 0.
@@ -130,6 +134,70 @@ inline StatusOr<RunResult> RunOnce(const Family& family, const reference::MlaCas
   KJIT_RETURN_IF_ERROR(d->Download(&r.o, &r.lse, &r.error_word, plan.error_word_offset));
   if (!c.problem.write_lse) r.lse.clear();
   return r;
+}
+
+// Runs the family on c and checks it against the float64 reference (for fp8 numerics, their
+// emulation); returns the run (empty when it failed) and, with cmp_out, the comparison.
+inline RunResult CheckAgainstReference(const Family& family, const reference::MlaCase& c, const std::string& label,
+                                       int num_splits = 0, reference::Comparison* cmp_out = nullptr) {
+  StatusOr<RunResult> run = RunOnce(family, c, num_splits);
+  EXPECT_TRUE(run.ok()) << label << ": " << run.status();
+  if (!run.ok()) return {};
+  const reference::RefOutput want = reference::Reference(c);
+  const reference::Comparison cmp = reference::Compare(c, want, run->o, run->lse);
+  EXPECT_TRUE(cmp.ok()) << family.name << " " << label << "\n" << cmp.Describe();
+  if (cmp_out != nullptr) *cmp_out = cmp;
+  return *run;
+}
+
+// Ten eager runs of c give bitwise-identical o and lse, each matching the reference.
+inline void ExpectBitwiseIdenticalRuns(const Family& family, const reference::MlaCase& c) {
+  const RunResult first = CheckAgainstReference(family, c, "first run");
+  ASSERT_FALSE(first.o.empty());
+  for (int i = 1; i < 10; ++i) {
+    StatusOr<RunResult> again = RunOnce(family, c);
+    ASSERT_TRUE(again.ok()) << again.status();
+    ASSERT_EQ(std::memcmp(again->o.data(), first.o.data(), first.o.size() * 2), 0) << "o differs in run " << i;
+    ASSERT_EQ(std::memcmp(again->lse.data(), first.lse.data(), first.lse.size() * 4), 0) << "lse differs in run " << i;
+  }
+}
+
+// One CUDA graph captured on a's buffers and replayed on a's inputs, then on b's (same problem, other
+// values, slots and tree): each replay equals an eager run bitwise, and eager runs match the reference.
+inline void ExpectGraphReplayEqualsEager(const Family& family, const reference::MlaCase& a, const reference::MlaCase& b) {
+  GpuRuntime& rt = GpuRuntime::Get();
+  ASSERT_EQ(a.q.size(), b.q.size());
+  const kernels::MlaVerifyProblem& problem = a.problem;
+  StatusOr<kernels::MlaVerifyPlan> plan = PlanFor(family, a, rt.device);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto d = DeviceCase::Create(a, plan->workspace_bytes);
+  ASSERT_TRUE(d.ok()) << d.status();
+  const kernels::MlaVerifyBuffers bufs = (*d)->Buffers(true);
+  CUstream stream = rt.stream->get();
+
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  ASSERT_TRUE(driver::Check(rt.api->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED), "capture").ok());
+  const Status launched = family.launch(*rt.kernels, *plan, problem, bufs, stream);
+  const Status ended = driver::Check(rt.api->cuStreamEndCapture(stream, &graph), "end capture");
+  ASSERT_TRUE(launched.ok()) << launched;
+  ASSERT_TRUE(ended.ok()) << ended;
+  ASSERT_TRUE(driver::Check(rt.api->cuGraphInstantiate(&exec, graph, 0), "instantiate").ok());
+
+  RunResult replayed;
+  for (const reference::MlaCase* c : {&a, &b}) {  // replay on the captured inputs, then on new ones
+    ASSERT_TRUE((*d)->Upload(*c).ok());
+    ASSERT_TRUE(driver::Check(rt.api->cuGraphLaunch(exec, stream), "graph launch").ok());
+    ASSERT_TRUE(rt.stream->Synchronize().ok());
+    ASSERT_TRUE((*d)->Download(&replayed.o, &replayed.lse, &replayed.error_word, plan->error_word_offset).ok());
+    const RunResult eager = CheckAgainstReference(family, *c, c == &a ? "eager a" : "eager b");
+    ASSERT_FALSE(eager.o.empty());
+    EXPECT_EQ(std::memcmp(replayed.o.data(), eager.o.data(), eager.o.size() * 2), 0) << "graph o != eager o";
+    EXPECT_EQ(std::memcmp(replayed.lse.data(), eager.lse.data(), eager.lse.size() * 4), 0) << "graph lse != eager";
+    EXPECT_EQ(replayed.error_word, 0u);
+  }
+  rt.api->cuGraphExecDestroy(exec);
+  rt.api->cuGraphDestroy(graph);
 }
 
 }  // namespace kjit::gputest

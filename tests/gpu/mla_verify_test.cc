@@ -1,14 +1,17 @@
 // Both MLA verify families (fast "mla_verify" and the oracle "mla_verify_naive") against the float64
 // reference on the GPU: random shapes, every golden bundle, determinism, CUDA-graph replay with new
-// inputs, out-of-range slots, and small *Sanitize* cases for compute-sanitizer.
+// inputs, out-of-range slots, and small *Sanitize* cases for compute-sanitizer; then the same over an
+// fp8 e4m3 cache in both numerics (MlaVerifyFp8Gpu).
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
-#include <random>
 #include <limits>
+#include <random>
 #include <string>
+#include <tuple>
 
 #include "tests/gpu/mla_gpu_harness.h"
 #include "tests/reference/golden.h"
@@ -31,13 +34,7 @@ class MlaVerifyGpu : public ::testing::TestWithParam<Family> {
   // Runs the family on c and checks it against the reference; returns the run for further checks.
   // num_splits > 0 fixes the fast family's prefix chunks.
   RunResult Check(const MlaCase& c, const std::string& label, int num_splits = 0) {
-    StatusOr<RunResult> run = RunOnce(family(), c, num_splits);
-    EXPECT_TRUE(run.ok()) << label << ": " << run.status();
-    if (!run.ok()) return {};
-    const reference::RefOutput want = reference::Reference(c);
-    const reference::Comparison cmp = reference::Compare(c, want, run->o, run->lse);
-    EXPECT_TRUE(cmp.ok()) << family().name << " " << label << "\n" << cmp.Describe();
-    return *run;
+    return CheckAgainstReference(family(), c, label, num_splits);
   }
 };
 
@@ -50,20 +47,23 @@ std::string SpecLabel(const CaseSpec& s) {
   l += s.is_causal ? " causal" : " noncausal";
   l += " tree " + std::to_string(static_cast<int>(s.tree)) + " pad " + std::to_string(s.padded_requests);
   l += s.scattered ? " scattered" : " contiguous";
+  if (s.kv_dtype == kernels::KvDtype::kFp8E4m3) {
+    l += s.fp8_numerics == kernels::Fp8Numerics::kFp8 ? " e4m3 fp8-numerics" : " e4m3 dequant";
+  }
   return l;
 }
 
 // Shapes the fast family supports (H in {8..128}, 1 <= D <= 64, B >= 1), odd sizes included, with
 // the float64 reference kept affordable: sum N * H * (P + D) stays near 1e6 per case.
-std::vector<CaseSpec> RandomSpecs(int count) {
-  std::mt19937_64 rng(20261129);
+std::vector<CaseSpec> RandomSpecs(int count, uint64_t rng_seed = 20261129, uint64_t first_seed = 1000) {
+  std::mt19937_64 rng(rng_seed);
   auto pick = [&rng](uint64_t n) { return static_cast<int>(rng() % n); };
   const int heads[] = {8, 8, 8, 16, 32, 64, 128};
   const int long_prefix[] = {0, 1, 97, 4097, 16411};
   std::vector<CaseSpec> specs;
   for (int i = 0; i < count; ++i) {
     CaseSpec s;
-    s.seed = 1000 + i;
+    s.seed = first_seed + i;
     s.num_heads = heads[pick(7)];
     const int batch = 1 + pick(i % 4 == 0 ? 8 : 3);
     const int budget = 1200000 / s.num_heads;
@@ -115,6 +115,11 @@ TEST_P(MlaVerifyGpu, EveryGoldenBundleMatchesItsStoredOutput) {
     StatusOr<reference::GoldenBundle> g = reference::ReadGoldenFile(path);
     ASSERT_TRUE(g.ok()) << g.status() << " (set KJIT_GOLDEN_DIR)";
     StatusOr<RunResult> run = RunOnce(family(), g->c);
+    if (g->c.problem.kv_dtype == kernels::KvDtype::kFp8E4m3 && !family().fp8_cache) {
+      EXPECT_EQ(run.status().code(), absl::StatusCode::kUnimplemented) << e.name << ": " << run.status();
+      ++checked;
+      continue;
+    }
     ASSERT_TRUE(run.ok()) << e.name << ": " << run.status();
     reference::RefOutput want = reference::Reference(g->c);  // for the per-element bound's o_abs
     ASSERT_EQ(want.o.size(), g->o.size());
@@ -136,53 +141,11 @@ CaseSpec MediumSpec(uint64_t seed) {
 }
 
 TEST_P(MlaVerifyGpu, OutputIsBitwiseIdenticalOverTenRuns) {
-  const MlaCase c = reference::MakeCase(MediumSpec(41));
-  RunResult first = Check(c, "first run");
-  ASSERT_FALSE(first.o.empty());
-  for (int i = 1; i < 10; ++i) {
-    StatusOr<RunResult> again = RunOnce(family(), c);
-    ASSERT_TRUE(again.ok()) << again.status();
-    ASSERT_EQ(std::memcmp(again->o.data(), first.o.data(), first.o.size() * 2), 0) << "o differs in run " << i;
-    ASSERT_EQ(std::memcmp(again->lse.data(), first.lse.data(), first.lse.size() * 4), 0) << "lse differs in run " << i;
-  }
+  ExpectBitwiseIdenticalRuns(family(), reference::MakeCase(MediumSpec(41)));
 }
 
 TEST_P(MlaVerifyGpu, GraphReplayWithNewInputsEqualsEagerBitwise) {
-  GpuRuntime& rt = GpuRuntime::Get();
-  const MlaCase a = reference::MakeCase(MediumSpec(51));
-  const MlaCase b = reference::MakeCase(MediumSpec(52));  // same sizes, other values, slots and tree
-  ASSERT_EQ(a.q.size(), b.q.size());
-  const kernels::MlaVerifyProblem& problem = a.problem;
-  StatusOr<kernels::MlaVerifyPlan> plan = PlanFor(family(), a, rt.device);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  auto d = DeviceCase::Create(a, plan->workspace_bytes);
-  ASSERT_TRUE(d.ok()) << d.status();
-  const kernels::MlaVerifyBuffers bufs = (*d)->Buffers(true);
-  CUstream stream = rt.stream->get();
-
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  ASSERT_TRUE(driver::Check(rt.api->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED), "capture").ok());
-  const Status launched = family().launch(*rt.kernels, *plan, problem, bufs, stream);
-  const Status ended = driver::Check(rt.api->cuStreamEndCapture(stream, &graph), "end capture");
-  ASSERT_TRUE(launched.ok()) << launched;
-  ASSERT_TRUE(ended.ok()) << ended;
-  ASSERT_TRUE(driver::Check(rt.api->cuGraphInstantiate(&exec, graph, 0), "instantiate").ok());
-
-  RunResult replayed;
-  for (const MlaCase* c : {&a, &b}) {  // replay on the captured inputs, then on new ones
-    ASSERT_TRUE((*d)->Upload(*c).ok());
-    ASSERT_TRUE(driver::Check(rt.api->cuGraphLaunch(exec, stream), "graph launch").ok());
-    ASSERT_TRUE(rt.stream->Synchronize().ok());
-    ASSERT_TRUE((*d)->Download(&replayed.o, &replayed.lse, &replayed.error_word, plan->error_word_offset).ok());
-    const RunResult eager = Check(*c, c == &a ? "eager a" : "eager b");
-    ASSERT_FALSE(eager.o.empty());
-    EXPECT_EQ(std::memcmp(replayed.o.data(), eager.o.data(), eager.o.size() * 2), 0) << "graph o != eager o";
-    EXPECT_EQ(std::memcmp(replayed.lse.data(), eager.lse.data(), eager.lse.size() * 4), 0) << "graph lse != eager";
-    EXPECT_EQ(replayed.error_word, 0u);
-  }
-  rt.api->cuGraphExecDestroy(exec);
-  rt.api->cuGraphDestroy(graph);
+  ExpectGraphReplayEqualsEager(family(), reference::MakeCase(MediumSpec(51)), reference::MakeCase(MediumSpec(52)));
 }
 
 MlaCase WithOutOfRangeSlots(CaseSpec s) {
@@ -314,8 +277,225 @@ TEST_P(MlaVerifyGpu, SanitizeHugeMaskIndptrIsReportedNotRead) {
   }
 }
 
+// Every family plans an fp8 cache, except the 64x64 mma.sync tile, which has no fp8 variant: its plan
+// (and so a run) must refuse one with UNIMPLEMENTED (a client falls back). The fast family's launch refuses a plan made
+// for the other cache type, which would read the cache's bytes as the wrong element type.
+TEST_P(MlaVerifyGpu, Fp8CacheIsPlannedOrRefusedAsUnimplemented) {
+  GpuRuntime& rt = GpuRuntime::Get();
+  for (auto numerics : {kernels::Fp8Numerics::kDequant, kernels::Fp8Numerics::kFp8}) {
+    CaseSpec s = SmallSpec(76, kernels::MaskKind::kPacked);
+    s.kv_dtype = kernels::KvDtype::kFp8E4m3, s.fp8_numerics = numerics;
+    const MlaCase c = reference::MakeCase(s);
+    StatusOr<kernels::MlaVerifyPlan> plan = PlanFor(family(), c, rt.device);
+    if (!family().fp8_cache) {
+      EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented) << plan.status();
+      EXPECT_EQ(RunOnce(family(), c).status().code(), absl::StatusCode::kUnimplemented);
+      continue;
+    }
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->kv_dtype, kernels::KvDtype::kFp8E4m3);
+    if (plan->family != kernels::kMlaVerifyFamily) continue;
+    s.kv_dtype = kernels::KvDtype::kBf16;
+    const MlaCase bf16 = reference::MakeCase(s);
+    StatusOr<kernels::MlaVerifyPlan> bf16_plan = PlanFor(family(), bf16, rt.device);
+    ASSERT_TRUE(bf16_plan.ok()) << bf16_plan.status();
+    auto d = DeviceCase::Create(c, std::max(plan->workspace_bytes, bf16_plan->workspace_bytes));
+    ASSERT_TRUE(d.ok()) << d.status();
+    const kernels::MlaVerifyBuffers bufs = (*d)->Buffers(true);
+    EXPECT_EQ(family().launch(*rt.kernels, *bf16_plan, c.problem, bufs, rt.stream->get()).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(family().launch(*rt.kernels, *plan, bf16.problem, bufs, rt.stream->get()).code(),
+              absl::StatusCode::kInvalidArgument);
+    ASSERT_TRUE(rt.stream->Synchronize().ok());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, MlaVerifyGpu, ::testing::Values(kFast, kFastTile32x16, kFastTile64x64, kNaive),
                          [](const ::testing::TestParamInfo<Family>& info) { return std::string(info.param.name); });
+
+// ---- fp8 e4m3 cache: every family that plans one, in both numerics ----
+
+class MlaVerifyFp8Gpu : public ::testing::TestWithParam<std::tuple<Family, kernels::Fp8Numerics>> {
+ protected:
+  void SetUp() override {
+    const Status& s = GpuRuntime::Get().status;
+    ASSERT_TRUE(s.ok()) << "GPU runtime unusable (these tests run only on the GPU machine): " << s;
+  }
+  const Family& family() const { return std::get<0>(GetParam()); }
+  kernels::Fp8Numerics numerics() const { return std::get<1>(GetParam()); }
+  // s over an fp8 cache in this test's numerics.
+  CaseSpec Fp8(CaseSpec s) const {
+    s.kv_dtype = kernels::KvDtype::kFp8E4m3;
+    s.fp8_numerics = numerics();
+    return s;
+  }
+  MlaCase Fp8Case(const CaseSpec& s) const { return reference::MakeCase(Fp8(s)); }
+  RunResult Check(const MlaCase& c, const std::string& label, int num_splits = 0,
+                  reference::Comparison* cmp = nullptr) {
+    return CheckAgainstReference(family(), c, label, num_splits, cmp);
+  }
+};
+
+// H 8 and 64 (and the other supported counts), D 1/7/16/33/64, P 0/1/odd/4097, batches whose
+// requests have different P_b, both mask kinds, padded requests, non-causal trees, contiguous
+// slots; then random shapes drawn as for the bf16 cache.
+std::vector<CaseSpec> Fp8Specs() {
+  std::vector<CaseSpec> specs;
+  auto add = [&specs](uint64_t seed, int h, std::vector<int> p, std::vector<int> d, TreeKind tree,
+                      kernels::MaskKind mask) -> CaseSpec& {
+    CaseSpec s;
+    s.seed = seed, s.num_heads = h, s.prefix_lens = std::move(p), s.draft_lens = std::move(d);
+    s.tree = tree, s.mask = mask;
+    specs.push_back(s);
+    return specs.back();
+  };
+  using kernels::MaskKind;
+  add(3001, 8, {0}, {7}, TreeKind::kChain, MaskKind::kBool);
+  add(3002, 8, {1}, {1}, TreeKind::kChain, MaskKind::kPacked);
+  add(3003, 64, {97}, {16}, TreeKind::kBushy, MaskKind::kBool);
+  add(3004, 8, {4097}, {16}, TreeKind::kBushy, MaskKind::kPacked);
+  add(3005, 64, {4097}, {3}, TreeKind::kChain, MaskKind::kBool).scattered = false;
+  add(3006, 8, {33}, {64}, TreeKind::kRandom, MaskKind::kPacked).is_causal = false;
+  CaseSpec& mixed = add(3007, 8, {0, 1, 97, 4097, 5, 130}, {1, 7, 33, 2, 16, 3}, TreeKind::kBushy, MaskKind::kBool);
+  mixed.padded_requests = 2, mixed.padded_draft = 4;
+  add(3008, 64, {1, 255, 17}, {33, 1, 7}, TreeKind::kRandom, MaskKind::kPacked).write_lse = false;
+  add(3009, 8, {1023, 2}, {64, 5}, TreeKind::kChain, MaskKind::kBool);
+  add(3010, 16, {511}, {5}, TreeKind::kBushy, MaskKind::kPacked);
+  add(3011, 32, {300, 0}, {4, 9}, TreeKind::kRandom, MaskKind::kBool);
+  add(3012, 128, {100}, {2}, TreeKind::kChain, MaskKind::kPacked);
+  for (const CaseSpec& s : RandomSpecs(10, 20261201, 5000)) specs.push_back(s);
+  return specs;
+}
+
+TEST_P(MlaVerifyFp8Gpu, RandomShapesMatchTheFloat64Reference) {
+  for (const CaseSpec& spec : Fp8Specs()) {
+    const CaseSpec s = Fp8(spec);
+    SCOPED_TRACE(SpecLabel(s));
+    const RunResult run = Check(reference::MakeCase(s), SpecLabel(s));
+    if (!run.o.empty()) {
+      EXPECT_EQ(run.error_word, 0u) << SpecLabel(s);
+    }
+  }
+}
+
+// Every finite e4m3 value in V (q zero on the value dims: the scores come from the rope dims, so the
+// weights stay spread over the keys), then in every dim of K and V (scores of hundreds: o is the
+// value row of the key that wins, with every code in it).
+TEST_P(MlaVerifyFp8Gpu, EveryE4m3CodeDecodesExactly) {
+  CaseSpec s;
+  s.seed = 3101, s.num_heads = 8, s.prefix_lens = {300, 41}, s.draft_lens = {4, 2}, s.tree = TreeKind::kBushy;
+  MlaCase values = Fp8Case(s);
+  reference::WriteEveryE4m3Code(values, 0, kernels::kMlaVDim);
+  for (int64_t n = 0; n < values.problem.num_q; ++n) {
+    for (int h = 0; h < values.problem.num_heads; ++h) {
+      uint16_t* q = values.q.data() + n * values.problem.q_stride_n + h * values.problem.q_stride_h;
+      std::fill(q, q + kernels::kMlaVDim, reference::FloatToBf16(0.f));
+    }
+  }
+  const RunResult v = Check(values, "every code in V");
+  EXPECT_EQ(v.error_word, 0u);
+  MlaCase keys = Fp8Case(s);
+  reference::WriteEveryE4m3Code(keys, 0, kernels::kMlaKDim);
+  const RunResult k = Check(keys, "every code in K and V");
+  EXPECT_EQ(k.error_word, 0u);
+}
+
+TEST_P(MlaVerifyFp8Gpu, KScaleHalfAndVScaleTwoMatchTheReference) {
+  CaseSpec s = MediumSpec(3201);
+  s.k_scale = 0.5f, s.v_scale = 2.0f;
+  const RunResult scaled = Check(Fp8Case(s), "k_scale 0.5, v_scale 2");
+  const RunResult plain = Check(Fp8Case(MediumSpec(3201)), "k_scale 1, v_scale 1");
+  ASSERT_FALSE(scaled.o.empty() || plain.o.empty());
+  EXPECT_NE(scaled.o, plain.o) << "the scales did not reach the kernel";
+}
+
+TEST_P(MlaVerifyFp8Gpu, OutOfRangeSlotSetsTheErrorBitAndIsMasked) {
+  const RunResult run = Check(WithOutOfRangeSlots(Fp8(MediumSpec(3301))), "out-of-range slots");
+  ASSERT_FALSE(run.o.empty());
+  EXPECT_TRUE(run.error_word & kernels::kMlaErrKvIndexOutOfRange) << "error word " << run.error_word;
+  const RunResult clean = Check(Fp8Case(MediumSpec(3301)), "clean");
+  EXPECT_EQ(clean.error_word, 0u) << "the error word must be zeroed by the launch";
+}
+
+TEST_P(MlaVerifyFp8Gpu, EverySplitCountMatchesTheReference) {
+  const MlaCase c = Fp8Case(MediumSpec(3401));
+  for (int splits : {1, 2, 3, 7, 33, 64}) {  // the oracle ignores the hint
+    Check(c, "num_splits " + std::to_string(splits), splits);
+  }
+}
+
+TEST_P(MlaVerifyFp8Gpu, OutputIsBitwiseIdenticalOverTenRuns) {
+  ExpectBitwiseIdenticalRuns(family(), Fp8Case(MediumSpec(3501)));
+}
+
+TEST_P(MlaVerifyFp8Gpu, GraphReplayWithNewInputsEqualsEagerBitwise) {
+  ExpectGraphReplayEqualsEager(family(), Fp8Case(MediumSpec(3601)), Fp8Case(MediumSpec(3602)));
+}
+
+TEST_P(MlaVerifyFp8Gpu, RowStridesLargerThanTheRowsAreHonored) {
+  const MlaCase dense = Fp8Case(MediumSpec(3701));
+  const MlaCase strided = WithPaddedStrides(dense);
+  const RunResult a = Check(dense, "dense");
+  const RunResult b = Check(strided, "strided");
+  ASSERT_FALSE(a.o.empty() || b.o.empty());
+  const int64_t row = static_cast<int64_t>(dense.problem.num_heads) * kernels::kMlaVDim;
+  for (int64_t n = 0; n < dense.problem.num_q; ++n) {
+    if (dense.row_is_padding[n]) continue;
+    ASSERT_EQ(std::memcmp(&a.o[n * row], &b.o[n * strided.problem.o_stride_n], row * 2), 0) << "row " << n;
+  }
+}
+
+// The error of each numerics against the exact float64 math on a K1-like shape, printed for the
+// record. fp8 numerics round q to e4m3 (about 2^-5 relative per element): the emulation sits several
+// times its own limit away from the exact math, so a kernel that follows the numerics is nearer the
+// emulation than the exact math, and one that skips a rounding is not. Dequant is held to the bf16
+// bounds against the exact math.
+TEST_P(MlaVerifyFp8Gpu, ErrorAgainstTheExactMathIsMeasured) {
+  CaseSpec s;
+  s.seed = 3801, s.num_heads = 8, s.prefix_lens = {4097}, s.draft_lens = {16}, s.tree = TreeKind::kBushy;
+  reference::Comparison cmp;
+  const RunResult run = Check(Fp8Case(s), "H 8, D 16, P 4097", 0, &cmp);
+  ASSERT_FALSE(run.o.empty());
+  const bool fp8 = numerics() == kernels::Fp8Numerics::kFp8;
+  std::printf("[ fp8 cache ] %s, %s numerics, H 8 D 16 P 4097: rel Frobenius vs the exact math %.3e, vs the "
+              "numerics' emulation %.3e (the emulation vs the exact math: %.3e)\n",
+              family().name, fp8 ? "fp8" : "dequant", cmp.rel_frobenius_exact, cmp.rel_frobenius,
+              cmp.numerics_rel_frobenius);
+  RecordProperty("rel_frobenius_exact", std::to_string(cmp.rel_frobenius_exact));
+  RecordProperty("rel_frobenius_numerics", std::to_string(cmp.rel_frobenius));
+  if (fp8) {
+    EXPECT_GT(cmp.numerics_rel_frobenius, 5 * 4e-3) << "q and P in e4m3 should be far coarser than bf16";
+    EXPECT_GT(cmp.numerics_rel_frobenius, 2 * cmp.max_rel_frob) << "the case no longer tells the numerics apart";
+    EXPECT_LT(cmp.rel_frobenius, cmp.rel_frobenius_exact) << "the kernel does not follow the fp8 numerics";
+  } else {
+    EXPECT_EQ(cmp.rel_frobenius_exact, cmp.rel_frobenius);
+    EXPECT_LE(cmp.rel_frobenius_exact, 4e-3);
+  }
+}
+
+TEST_P(MlaVerifyFp8Gpu, SanitizeSmallCasesBothMasks) {
+  for (auto mask : {kernels::MaskKind::kBool, kernels::MaskKind::kPacked}) {
+    const CaseSpec s = Fp8(SmallSpec(3901, mask));
+    Check(reference::MakeCase(s), SpecLabel(s));
+  }
+}
+
+TEST_P(MlaVerifyFp8Gpu, SanitizeOutOfRangeSlotAndSeveralTiles) {
+  CaseSpec s = Fp8(SmallSpec(3902, kernels::MaskKind::kBool));
+  s.prefix_lens = {300, 5, 0};
+  const RunResult run = Check(WithOutOfRangeSlots(s), "small out-of-range, one split", 1);
+  ASSERT_FALSE(run.o.empty());
+  EXPECT_TRUE(run.error_word & kernels::kMlaErrKvIndexOutOfRange);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, MlaVerifyFp8Gpu,
+    ::testing::Combine(::testing::Values(kFast, kFastTile32x16, kNaive),
+                       ::testing::Values(kernels::Fp8Numerics::kDequant, kernels::Fp8Numerics::kFp8)),
+    [](const ::testing::TestParamInfo<std::tuple<Family, kernels::Fp8Numerics>>& info) {
+      const bool fp8 = std::get<1>(info.param) == kernels::Fp8Numerics::kFp8;
+      return std::string(std::get<0>(info.param).name) + (fp8 ? "_fp8" : "_dequant");
+    });
 
 }  // namespace
 }  // namespace kjit::gputest

@@ -45,7 +45,8 @@ from sglang.srt.model_executor.forward_batch_info import ForwardMode  # noqa: E4
 from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: E402
 from sglang.srt.server_args import ServerArgs  # noqa: E402
 
-SWITCHES = ("KJIT_SGLANG", "KJIT_SGLANG_VERIFY", "KJIT_SGLANG_DEFRAG")
+SWITCHES = ("KJIT_SGLANG", "KJIT_SGLANG_VERIFY", "KJIT_SGLANG_DEFRAG", "KJIT_SGLANG_FP8_NUMERICS")
+KJIT_KEYWORDS = ("lse", "max_prefix", "fp8_numerics", "client")  # kjit.verify_attention's own
 ORIGINALS = {
     (TritonAttnBackend, "forward_extend"): TritonAttnBackend.__dict__["forward_extend"],
     (TokenToKVPoolAllocator, "__init__"): TokenToKVPoolAllocator.__dict__["__init__"],
@@ -61,10 +62,11 @@ def server_args(**fields):
 
 
 def assert_same_arguments(test, routed, fallback):
-    """Both calls got the very same objects, parameter by parameter."""
-    test.assertEqual(set(routed), set(fallback))
-    for name, value in routed.items():
-        test.assertIs(fallback[name], value, name)
+    """Both calls got the very same objects, parameter by parameter (kjit's own keywords aside:
+    SGLang's kernel has none of them)."""
+    test.assertEqual(set(routed) - set(KJIT_KEYWORDS), set(fallback))
+    for name, value in fallback.items():
+        test.assertIs(routed[name], value, name)
 
 
 class KjitSglangTest(unittest.TestCase):
@@ -196,6 +198,72 @@ class VerifyRoutingTest(KjitSglangTest):
         self.assertIs(kjit.calls[0]["sinks"], sinks)
         self.assertEqual(o.shape, (8, 4 * 512))
         self.assertTrue(np.all(o == kjit.OUTPUT_FILL))
+
+
+class Fp8CacheTest(KjitSglangTest):
+    """--kv-cache-dtype fp8_e4m3: the one-byte cache and the layer's scales reach kjit, with the
+    configured numerics; a bf16 cache never gets them; SGLang's fallback gets its own arguments."""
+
+    def fp8_step(self, scales=(0.5, 2.0), **install_args):
+        kjit.sglang.install(verify=True, defrag=False, **install_args)
+        runner = ModelRunner(server_args(kv_cache_dtype="fp8_e4m3"))
+        layer, q, k, v, batch = build_batch(runner, ForwardMode.TARGET_VERIFY, kv_scales=scales)
+        return layer.forward(q, k, v, batch), runner
+
+    def test_fp8_cache_is_served_by_kjit_with_the_layer_scales(self):
+        o, runner = self.fp8_step()
+        self.assertEqual(len(kjit.calls), 1)
+        self.assertEqual(extend_attention.CALLS, [])
+        self.assertTrue(np.all(o == kjit.OUTPUT_FILL))
+        call = kjit.calls[0]
+        self.assertIs(call["k_buffer"], runner.token_to_kv_pool.get_key_buffer(0))
+        self.assertEqual(call["k_buffer"].dtype, np.uint8)
+        self.assertTrue(np.shares_memory(call["v_buffer"], call["k_buffer"]))
+        self.assertEqual(call["v_buffer"].shape[-1], 512)
+        self.assertEqual((call["k_scale"], call["v_scale"]), (0.5, 2.0))
+        self.assertEqual(call["fp8_numerics"], "dequant")  # not passed: kjit's default
+        self.assertEqual(kjit.sglang.stats()["served"], 1)
+
+    def test_numerics_from_the_environment_and_the_argument(self):
+        os.environ["KJIT_SGLANG_FP8_NUMERICS"] = "FP8"
+        self.fp8_step()
+        self.assertEqual(kjit.calls[-1]["fp8_numerics"], "fp8")
+        self.fp8_step(fp8_numerics="dequant")  # the argument wins; a second install() sets it again
+        self.assertEqual(kjit.calls[-1]["fp8_numerics"], "dequant")
+        kjit.sglang.uninstall()  # back to the default
+        os.environ.pop("KJIT_SGLANG_FP8_NUMERICS")
+        self.fp8_step()
+        self.assertEqual(kjit.calls[-1]["fp8_numerics"], "dequant")
+
+    def test_a_bf16_cache_never_gets_fp8_numerics(self):
+        kjit.sglang.install(verify=True, defrag=False, fp8_numerics="fp8")
+        self.verify_step()
+        self.assertEqual(len(kjit.calls), 1)
+        self.assertEqual(kjit.calls[0]["k_buffer"].dtype, np.float16)
+        self.assertEqual(kjit.calls[0]["fp8_numerics"], "dequant")
+        self.assertEqual((kjit.calls[0]["k_scale"], kjit.calls[0]["v_scale"]), (1.0, 1.0))
+
+    def test_fp8_fallback_gets_sglangs_own_arguments(self):
+        kjit.error = kjit.Unsupported("an fp8 cache on this device")
+        with self.assertLogs("kjit.sglang", logging.WARNING):
+            o, _ = self.fp8_step(fp8_numerics="fp8")
+        self.assertEqual(kjit.calls[0]["fp8_numerics"], "fp8")
+        self.assertEqual(len(extend_attention.CALLS), 1)
+        self.assertNotIn("fp8_numerics", extend_attention.CALLS[0])
+        assert_same_arguments(self, kjit.calls[0], extend_attention.CALLS[0])
+        self.assertEqual(extend_attention.CALLS[0]["k_buffer"].dtype, np.uint8)
+        self.assertTrue(np.all(o == extend_attention.OUTPUT_FILL))
+
+    def test_a_bad_numerics_value_stops_install(self):
+        os.environ["KJIT_SGLANG_FP8_NUMERICS"] = "fp16"
+        with self.assertRaisesRegex(ValueError, "KJIT_SGLANG_FP8_NUMERICS='fp16'.*dequant or fp8"):
+            kjit.sglang.install()
+        self.assertEqual(kjit.sglang.installed(), {"verify": False, "defrag": False})
+        with self.assertRaisesRegex(ValueError, "fp8_numerics='e5m2'"):
+            kjit.sglang.install(fp8_numerics="e5m2")
+        self.assertEqual(kjit.sglang.installed(), {"verify": False, "defrag": False})
+        os.environ["KJIT_SGLANG_FP8_NUMERICS"] = ""  # empty: the default
+        self.assertEqual(kjit.sglang.resolve_fp8_numerics(), "dequant")
 
 
 class InstallTest(KjitSglangTest):
@@ -393,6 +461,11 @@ class LaunchServerTest(KjitSglangTest):
     def test_bad_switch_stops_before_parsing(self):
         os.environ["KJIT_SGLANG_VERIFY"] = "2"
         with self.assertRaises(ValueError):
+            kjit_launch_server.main(ARGV)
+        self.assertEqual(sglang_server_args.PARSED, [])
+        os.environ["KJIT_SGLANG_VERIFY"] = "1"
+        os.environ["KJIT_SGLANG_FP8_NUMERICS"] = "bf16"
+        with self.assertRaisesRegex(ValueError, "KJIT_SGLANG_FP8_NUMERICS"):
             kjit_launch_server.main(ARGV)
         self.assertEqual(sglang_server_args.PARSED, [])
 

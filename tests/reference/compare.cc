@@ -1,4 +1,6 @@
-// Kernel output vs the float64 reference: a per-element bound tied to bf16 plus a global norm check.
+// Kernel output vs the float64 reference: a per-element bound tied to bf16 (and to e4m3 for the
+// weights of fp8 numerics) plus global norm checks.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -6,6 +8,14 @@
 #include "tests/reference/mla_reference.h"
 
 namespace kjit::reference {
+namespace {
+
+double RelFrobenius(double err2, double ref2) {
+  if (ref2 > 0) return std::sqrt(err2 / ref2);
+  return err2 == 0 ? 0 : std::numeric_limits<double>::infinity();
+}
+
+}  // namespace
 
 Comparison Compare(const MlaCase& c, const RefOutput& want, const std::vector<uint16_t>& o_bf16,
                    const std::vector<float>& lse, const Tolerance& tol) {
@@ -13,8 +23,10 @@ Comparison Compare(const MlaCase& c, const RefOutput& want, const std::vector<ui
   const int h_count = pr.num_heads;
   Comparison cmp;
   cmp.num_heads = h_count;
-  cmp.max_rel_frob = tol.max_rel_frob;
+  const bool fp8 = UsesFp8Numerics(pr) && want.o_exact.size() == want.o.size() &&
+                   want.o_unrounded_p.size() == want.o.size() && want.o_abs_fp8.size() == want.o.size();
   double err2 = 0, want2 = 0, worst_ratio = -1;
+  double exact_err2 = 0, exact2 = 0, numerics_err2 = 0, p_rounding2 = 0;
   for (int64_t n = 0; n < pr.num_q; ++n) {
     if (n < static_cast<int64_t>(c.row_is_padding.size()) && c.row_is_padding[n]) continue;
     for (int h = 0; h < h_count; ++h) {
@@ -25,9 +37,14 @@ Comparison Compare(const MlaCase& c, const RefOutput& want, const std::vector<ui
                                ? Bf16ToFloat(o_bf16[at])
                                : std::numeric_limits<double>::quiet_NaN();
         const double w = want.o[flat];
-        const double bound = tol.atol + tol.rtol_out * std::fabs(w) + tol.rtol_p * want.o_abs[flat];
+        const double bound = tol.atol + tol.rtol_out * std::fabs(w) + tol.rtol_p * want.o_abs[flat] +
+                             (fp8 ? tol.rtol_p_fp8 * want.o_abs_fp8[flat] : 0.0);
+        const double exact = fp8 ? want.o_exact[flat] : w;
         ++cmp.compared;
         want2 += w * w;
+        exact2 += exact * exact;
+        numerics_err2 += (w - exact) * (w - exact);
+        if (fp8) p_rounding2 += (w - want.o_unrounded_p[flat]) * (w - want.o_unrounded_p[flat]);
         if (!std::isfinite(got)) {
           ++cmp.nan_count;
           ++cmp.bad_elements;
@@ -35,11 +52,12 @@ Comparison Compare(const MlaCase& c, const RefOutput& want, const std::vector<ui
             worst_ratio = std::numeric_limits<double>::infinity();
             cmp.worst_index = flat, cmp.worst_got = got, cmp.worst_want = w, cmp.worst_bound = bound;
           }
-          err2 = std::numeric_limits<double>::infinity();
+          err2 = exact_err2 = std::numeric_limits<double>::infinity();
           continue;
         }
         const double err = std::fabs(got - w);
         err2 += err * err;
+        exact_err2 += (got - exact) * (got - exact);
         cmp.max_abs_err = std::max(cmp.max_abs_err, err);
         if (err > bound) ++cmp.bad_elements;
         if (err / bound > worst_ratio) {
@@ -68,11 +86,11 @@ Comparison Compare(const MlaCase& c, const RefOutput& want, const std::vector<ui
       }
     }
   }
-  if (want2 > 0) {
-    cmp.rel_frobenius = std::sqrt(err2 / want2);
-  } else {
-    cmp.rel_frobenius = err2 == 0 ? 0 : std::numeric_limits<double>::infinity();
-  }
+  cmp.rel_frobenius = RelFrobenius(err2, want2);
+  cmp.rel_frobenius_exact = RelFrobenius(exact_err2, exact2);
+  cmp.numerics_rel_frobenius = RelFrobenius(numerics_err2, exact2);
+  cmp.p_rounding_rel_frobenius = RelFrobenius(p_rounding2, want2);
+  cmp.max_rel_frob = 2 * cmp.p_rounding_rel_frobenius + tol.max_rel_frob;
   return cmp;
 }
 
@@ -82,6 +100,11 @@ std::string Comparison::Describe() const {
   s << "compared " << compared << " elements of o: rel_frobenius " << rel_frobenius << " (limit "
     << max_rel_frob << "), max_abs_err " << max_abs_err << ", over bound " << bad_elements
     << ", non-finite " << nan_count << "\n";
+  if (numerics_rel_frobenius > 0 || rel_frobenius_exact != rel_frobenius) {
+    s << "against the exact math: rel_frobenius " << rel_frobenius_exact << " (the fp8 numerics' emulation "
+      << "measures " << numerics_rel_frobenius << " there); rounding P to e4m3 moves the emulation by "
+      << p_rounding_rel_frobenius << "\n";
+  }
   if (worst_index >= 0) {
     const int64_t dim = worst_index % kernels::kMlaVDim;
     const int64_t head = num_heads > 0 ? (worst_index / kernels::kMlaVDim) % num_heads : 0;

@@ -1,12 +1,16 @@
 // Golden bundles: the inputs of one MlaCase and its float64 reference output in one checksummed
 // file, so that kernel tests do not depend on the generator staying the same.
 //
-// Format (little endian), version 1:
+// Format (little endian), version 1 or 2:
 //   "KJITGOLD"  u32 version  u32 header_len  header  u32 array_count  arrays...  sha256[32]
 // header: UTF-8 "key=value\n" lines (the CaseSpec, the MlaVerifyProblem sizes/strides; floats as C99
 // hex floats, lists comma-separated). Each array: u16 name_len, name, one dtype char (numpy/struct
 // codes: H u16, i i32, q i64, B u8, I u32, d f64), u64 element count, the elements. The SHA-256
 // covers every byte before it. tests/reference/reference_check.py reads the same format.
+// Version 2 adds the cache's element type: header keys kv_dtype and fp8_numerics (the KvDtype and
+// Fp8Numerics values) and the array kv_cache_fp8 (B), with kv_cache empty for an fp8 cache. A case
+// with a bf16 cache is written as version 1, byte for byte what it was before version 2, so readers
+// of version 1 keep reading every bundle they can compute; they refuse the fp8 ones by version.
 #pragma once
 
 #include <string>
@@ -19,7 +23,8 @@
 namespace kjit::reference {
 
 inline constexpr char kGoldenMagic[] = "KJITGOLD";  // 8 bytes on disk, no terminator
-inline constexpr uint32_t kGoldenVersion = 1;
+inline constexpr uint32_t kGoldenVersion = 2;      // the newest version (written for an fp8 cache)
+inline constexpr uint32_t kGoldenVersionBf16 = 1;  // written for a bf16 cache
 inline constexpr std::string_view kGoldenExtension = ".kjg";
 
 // The file of bundle `name` in directory `dir`.
@@ -35,7 +40,7 @@ struct GoldenBundle {
 };
 
 std::string SerializeGolden(std::string_view name, const MlaCase& c, const RefOutput& want);
-// Checks magic, version and checksum first, then every length against the header's sizes.
+// Checks magic, version (1 or 2) and checksum first, then every length against the header's sizes.
 StatusOr<GoldenBundle> ParseGolden(std::string_view bytes);
 
 Status WriteFileAtomically(const std::string& path, std::string_view bytes);

@@ -54,6 +54,19 @@ std::vector<GoldenEntry> BuildCatalog() {
   c.back().spec.padded_requests = 3;
   c.back().spec.padded_draft = 2;
   c.back().spec.write_lse = false;
+  // fp8 e4m3 caches, one per numerics. Written as format version 2.
+  c.push_back(Entry("b2_p130_h8_bushy_bool_e4m3_dequant", 112, 8, {130, 1}, {7, 16}, TreeKind::kBushy,
+                    MaskKind::kBool, true));
+  c.back().spec.kv_dtype = kernels::KvDtype::kFp8E4m3;
+  c.back().spec.fp8_numerics = kernels::Fp8Numerics::kDequant;
+  c.push_back(Entry("b2_pad1_h8_random_packed_e4m3_fp8_scaled", 113, 8, {97, 33}, {5, 3}, TreeKind::kRandom,
+                    MaskKind::kPacked, true));
+  c.back().spec.kv_dtype = kernels::KvDtype::kFp8E4m3;
+  c.back().spec.fp8_numerics = kernels::Fp8Numerics::kFp8;
+  c.back().spec.padded_requests = 1;
+  c.back().spec.padded_draft = 2;
+  c.back().spec.k_scale = 0.5f;
+  c.back().spec.v_scale = 2.0f;
   return c;
 }
 

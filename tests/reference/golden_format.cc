@@ -69,6 +69,10 @@ std::string Header(std::string_view name, const MlaCase& c) {
   kv("k_extend_stride_n", absl::StrCat(p.k_extend_stride_n));
   kv("o_stride_n", absl::StrCat(p.o_stride_n));
   kv("o_stride_h", absl::StrCat(p.o_stride_h));
+  if (p.kv_dtype != kernels::KvDtype::kBf16) {  // version 2
+    kv("kv_dtype", absl::StrCat(static_cast<int>(p.kv_dtype)));
+    kv("fp8_numerics", absl::StrCat(static_cast<int>(p.fp8_numerics)));
+  }
   return h;
 }
 
@@ -116,13 +120,14 @@ Status Extract(std::map<std::string, RawArray, std::less<>>& arrays, std::string
 }  // namespace
 
 std::string SerializeGolden(std::string_view name, const MlaCase& c, const RefOutput& want) {
+  const bool fp8 = c.problem.kv_dtype != kernels::KvDtype::kBf16;
   std::string out(kGoldenMagic, 8);
-  Put<uint32_t>(out, kGoldenVersion);
+  Put<uint32_t>(out, fp8 ? kGoldenVersion : kGoldenVersionBf16);
   const std::string header = Header(name, c);
   Put<uint32_t>(out, static_cast<uint32_t>(header.size()));
   out += header;
   std::vector<uint8_t> padding(c.row_is_padding.begin(), c.row_is_padding.end());
-  Put<uint32_t>(out, 12);
+  Put<uint32_t>(out, fp8 ? 13 : 12);
   PutArray(out, "q", 'H', c.q);
   PutArray(out, "k_extend", 'H', c.k_extend);
   PutArray(out, "kv_cache", 'H', c.kv_cache);
@@ -135,6 +140,7 @@ std::string SerializeGolden(std::string_view name, const MlaCase& c, const RefOu
   PutArray(out, "row_is_padding", 'B', padding);
   PutArray(out, "o", 'd', want.o);
   PutArray(out, "lse", 'd', want.lse);
+  if (fp8) PutArray(out, "kv_cache_fp8", 'B', c.kv_cache_fp8);
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(out.data()), out.size(), digest);
   PutBytes(out, digest, sizeof(digest));
@@ -156,8 +162,9 @@ StatusOr<GoldenBundle> ParseGolden(std::string_view bytes) {
   uint32_t version = 0, header_len = 0, count = 0;
   std::string_view header;
   if (!r.Take(&version, 4)) return absl::DataLossError("golden: no version");
-  if (version != kGoldenVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("golden: version ", version, ", reader knows ", kGoldenVersion));
+  if (version != kGoldenVersionBf16 && version != kGoldenVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("golden: version ", version, ", reader knows ", kGoldenVersionBf16, " and ", kGoldenVersion));
   }
   if (!r.Take(&header_len, 4) || !r.TakeView(header_len, &header) || !r.Take(&count, 4)) {
     return absl::DataLossError("golden: truncated header");
@@ -239,7 +246,19 @@ StatusOr<GoldenBundle> ParseGolden(std::string_view bytes) {
   KJIT_RETURN_IF_ERROR(num("k_extend_stride_n", &p.k_extend_stride_n));
   KJIT_RETURN_IF_ERROR(num("o_stride_n", &p.o_stride_n));
   KJIT_RETURN_IF_ERROR(num("o_stride_h", &p.o_stride_h));
-  if (tree < 0 || tree > 2 || mask_kind < 0 || mask_kind > 1) return absl::DataLossError("golden: bad enum");
+  int kv_dtype = 0, fp8_numerics = 0;  // version 1: a bf16 cache
+  if (version >= 2) {
+    KJIT_RETURN_IF_ERROR(num("kv_dtype", &kv_dtype));
+    KJIT_RETURN_IF_ERROR(num("fp8_numerics", &fp8_numerics));
+  }
+  if (tree < 0 || tree > 2 || mask_kind < 0 || mask_kind > 1 || kv_dtype < 0 || kv_dtype > 1 || fp8_numerics < 0 ||
+      fp8_numerics > 1) {
+    return absl::DataLossError("golden: bad enum");
+  }
+  p.kv_dtype = static_cast<kernels::KvDtype>(kv_dtype);
+  p.fp8_numerics = static_cast<kernels::Fp8Numerics>(fp8_numerics);
+  s.kv_dtype = p.kv_dtype;
+  s.fp8_numerics = p.fp8_numerics;
   p.mask_kind = static_cast<kernels::MaskKind>(mask_kind);
   p.is_causal = causal != 0;
   p.write_lse = lse != 0;
@@ -265,15 +284,18 @@ StatusOr<GoldenBundle> ParseGolden(std::string_view bytes) {
   KJIT_RETURN_IF_ERROR(Extract(arrays, "row_is_padding", 'B', &padding));
   KJIT_RETURN_IF_ERROR(Extract(arrays, "o", 'd', &g.o));
   KJIT_RETURN_IF_ERROR(Extract(arrays, "lse", 'd', &g.lse));
+  if (version >= 2) KJIT_RETURN_IF_ERROR(Extract(arrays, "kv_cache_fp8", 'B', &c.kv_cache_fp8));
   c.row_is_padding.assign(padding.begin(), padding.end());
 
   const int64_t n = p.num_q, h = p.num_heads, b = p.batch;
+  const bool fp8 = p.kv_dtype == kernels::KvDtype::kFp8E4m3;
   const bool sizes_ok =
       b >= 0 && n >= 0 && h > 0 && c.qo_indptr.size() == static_cast<size_t>(b + 1) &&
       c.kv_indptr.size() == static_cast<size_t>(b + 1) && c.mask_indptr.size() == static_cast<size_t>(b + 1) &&
       c.q.size() == static_cast<size_t>(n * h * kernels::kMlaKDim) &&
       c.k_extend.size() == static_cast<size_t>(n * kernels::kMlaKDim) &&
-      c.kv_cache.size() == static_cast<size_t>(p.num_slots * kernels::kMlaKDim) &&
+      (fp8 ? c.kv_cache_fp8.size() : c.kv_cache.size()) == static_cast<size_t>(p.num_slots * kernels::kMlaKDim) &&
+      (fp8 ? c.kv_cache.empty() : c.kv_cache_fp8.empty()) &&
       c.kv_indices.size() == static_cast<size_t>(p.num_kv_indices) &&
       c.row_is_padding.size() == static_cast<size_t>(n) &&
       g.o.size() == static_cast<size_t>(n * h * kernels::kMlaVDim) && g.lse.size() == static_cast<size_t>(n * h) &&

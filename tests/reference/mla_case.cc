@@ -34,6 +34,29 @@ void FillNormalBf16(Rng& rng, std::vector<uint16_t>& v) {
 
 int CeilDiv32(int d) { return (d + 31) / 32; }
 
+// The fp8 cache of a case whose bf16 cache, slots and masks are made: the e4m3 rounding of the bf16
+// values, with random codes from a stream of its own (so the rest of the case is the bf16 case's).
+void MakeFp8Cache(const CaseSpec& spec, int real_requests, MlaCase& c) {
+  Rng rng(spec.seed ^ 0x9e3779b97f4a7c15ull);
+  std::vector<bool> read(c.kv_cache.size() / kMlaKDim, false);
+  for (int64_t i = 0; i < c.kv_indptr[real_requests]; ++i) read[c.kv_indices[i]] = true;
+  c.kv_cache_fp8.resize(c.kv_cache.size());
+  for (size_t i = 0; i < c.kv_cache.size(); ++i) {
+    const uint64_t bits = rng.Bits();
+    uint8_t code;
+    if (!read[i / kMlaKDim]) {
+      code = FiniteE4m3Code(static_cast<int>((bits >> 8) % 254));  // every finite value, +-448 included
+    } else if ((bits & 63) == 0) {  // exponent field 0..10: zeros, subnormals, normals below 16
+      code = static_cast<uint8_t>((bits & 0x80) | ((bits >> 8) % 0x58));
+    } else {
+      code = DoubleToE4m3(Bf16ToFloat(c.kv_cache[i]));
+    }
+    c.kv_cache_fp8[i] = code;
+  }
+  c.kv_cache.clear();
+  c.kv_cache.shrink_to_fit();
+}
+
 // allowed[r * D + c]: the tree part of the mask for one real request.
 std::vector<uint8_t> MakeTree(Rng& rng, TreeKind kind, int d) {
   std::vector<uint8_t> allowed(static_cast<size_t>(d) * d, 0);
@@ -73,6 +96,22 @@ void PackMaskFromBool(MlaCase& c) {
   }
   if (c.problem.mask_kind == kernels::MaskKind::kPacked) {
     c.problem.mask_len = static_cast<int64_t>(c.mask_packed.size());
+  }
+}
+
+void WriteEveryE4m3Code(MlaCase& c, int first_dim, int end_dim) {
+  const int real = static_cast<int>(std::min(c.spec.prefix_lens.size(), c.spec.draft_lens.size()));
+  first_dim = std::max(first_dim, 0);
+  end_dim = std::min(end_dim, kMlaKDim);
+  int64_t key = 0;
+  for (int b = 0; b < std::min(real, c.batch()); ++b) {
+    for (int64_t j = c.kv_indptr[b]; j < c.kv_indptr[b + 1]; ++j) {
+      const int64_t slot = c.kv_indices[j];
+      if (slot < 0 || slot >= c.problem.num_slots) continue;
+      uint8_t* row = c.kv_cache_fp8.data() + slot * kMlaKDim;
+      for (int d = first_dim; d < end_dim; ++d) row[d] = FiniteE4m3Code(static_cast<int>((key + d) % 254));
+      ++key;
+    }
   }
 }
 
@@ -145,6 +184,7 @@ MlaCase MakeCase(const CaseSpec& spec) {
       c.mask_packed[word + i] = static_cast<uint32_t>(rng.Bits());
     }
   }
+  if (spec.kv_dtype == kernels::KvDtype::kFp8E4m3) MakeFp8Cache(spec, real, c);
 
   kernels::MlaVerifyProblem& pr = c.problem;
   pr.batch = batch;
@@ -153,6 +193,8 @@ MlaCase MakeCase(const CaseSpec& spec) {
   pr.num_slots = slots;
   pr.num_kv_indices = static_cast<int64_t>(c.kv_indices.size());
   pr.mask_kind = spec.mask;
+  pr.kv_dtype = spec.kv_dtype;
+  pr.fp8_numerics = spec.fp8_numerics;
   pr.mask_len = spec.mask == kernels::MaskKind::kBool ? static_cast<int64_t>(c.mask_bool.size())
                                                       : static_cast<int64_t>(c.mask_packed.size());
   pr.max_draft = batch > 0 ? *std::max_element(draft.begin(), draft.end()) : 0;

@@ -4,6 +4,10 @@
 Reads every golden bundle (*.kjg) in a directory, checks its SHA-256, recomputes o and lse from the
 inputs with numpy (float64, vectorized differently from the C++ reference), and requires agreement
 with the stored C++ output to 1e-12. Exits non-zero on any disagreement.
+
+Version 2 bundles may hold an fp8 e4m3 cache (kv_cache_fp8) and the fp8 numerics; the e4m3 values
+here come from walking the codes in order (the step doubles at every power of two from 2^-6 up), and
+rounding is a nearest-neighbour search among them, not the C++ side's exponent/mantissa arithmetic.
 """
 import hashlib
 import pathlib
@@ -16,6 +20,38 @@ DTYPES = {"H": "<u2", "i": "<i4", "q": "<i8", "B": "u1", "I": "<u4", "d": "<f8"}
 KDIM, VDIM = 576, 512
 
 
+def e4m3_positive_values():
+    """The values of codes 0x00..0x7e in order: 0, then steps of 2^-9, the step doubling each time
+    the value reaches 16 steps (2^-5, 2^-4, ...), up to 448."""
+    values, v, step = [], 0.0, 2.0 ** -9
+    for _ in range(127):
+        values.append(v)
+        v += step
+        if v >= 16 * step:
+            step *= 2
+    return np.array(values)
+
+
+E4M3_POS = e4m3_positive_values()
+assert E4M3_POS[0x38] == 1.0 and E4M3_POS[0x7e] == 448.0 and E4M3_POS[0x08] == 2.0 ** -6
+
+
+def e4m3_decode(codes):
+    mag = E4M3_POS[np.minimum(codes & 0x7F, 0x7E)]
+    mag = np.where((codes & 0x7F) == 0x7F, np.nan, mag)
+    return np.where(codes & 0x80, -mag, mag)
+
+
+def e4m3_round(x):
+    """Nearest e4m3 value, ties to the even code (even mantissa), saturating at +-448."""
+    a = np.minimum(np.abs(x), 448.0)
+    hi = np.minimum(np.searchsorted(E4M3_POS, a, side="left"), len(E4M3_POS) - 1)
+    lo = np.maximum(hi - 1, 0)
+    d_lo, d_hi = a - E4M3_POS[lo], E4M3_POS[hi] - a
+    take_hi = (d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0))
+    return np.copysign(np.where(take_hi, E4M3_POS[hi], E4M3_POS[lo]), x)
+
+
 def read_bundle(path):
     data = path.read_bytes()
     body, digest = data[:-32], data[-32:]
@@ -24,7 +60,7 @@ def read_bundle(path):
     if body[:8] != b"KJITGOLD":
         raise ValueError(f"{path}: bad magic")
     version, header_len = struct.unpack_from("<II", body, 8)
-    if version != 1:
+    if version not in (1, 2):
         raise ValueError(f"{path}: version {version}")
     pos = 16
     header = {}
@@ -76,9 +112,14 @@ def reference(header, a):
     ks = float.fromhex(header["k_scale"])
     vs = float.fromhex(header["v_scale"])
     causal = header["is_causal"] == "1"
+    fp8_cache = header.get("kv_dtype", "0") == "1"
+    fp8_math = fp8_cache and header.get("fp8_numerics", "0") == "1"
     q = bf16(a["q"]).reshape(n, h, KDIM)
     kext = bf16(a["k_extend"]).reshape(n, KDIM)
-    cache = bf16(a["kv_cache"]).reshape(slots, KDIM)
+    if fp8_cache:
+        cache = e4m3_decode(a["kv_cache_fp8"]).reshape(slots, KDIM)
+    else:
+        cache = bf16(a["kv_cache"]).reshape(slots, KDIM)
     qo, kvp = a["qo_indptr"], a["kv_indptr"]
     o = np.zeros((n, h, VDIM))
     lse = np.full((n, h), -np.inf)
@@ -91,7 +132,8 @@ def reference(header, a):
         if causal:
             allowed &= np.tril(np.ones((d, d), dtype=bool))
         qb = q[r0:r0 + d]                                                # [d, h, 576]
-        s_pre = sm * ks * np.einsum("rhk,jk->rhj", qb, pk)               # [d, h, P']
+        q_pre = e4m3_round(qb) if fp8_math else qb                       # fp8 numerics: q in e4m3
+        s_pre = sm * ks * np.einsum("rhk,jk->rhj", q_pre, pk)            # [d, h, P']
         s_tree = sm * np.einsum("rhk,ck->rhc", qb, kext[r0:r0 + d])      # [d, h, d]
         s_tree = np.where(allowed[:, None, :], s_tree, -np.inf)
         s = np.concatenate([s_pre, s_tree], axis=2)
@@ -99,7 +141,9 @@ def reference(header, a):
         m = s.max(axis=2, initial=-np.inf, keepdims=True)
         empty = np.isneginf(m)
         w = np.exp(s - np.where(empty, 0.0, m))
-        denom = w.sum(axis=2, keepdims=True)
+        denom = w.sum(axis=2, keepdims=True)                             # unrounded weights
+        if fp8_math:                                                     # prefix weights in e4m3
+            w = np.concatenate([e4m3_round(w[..., :len(pk)]), w[..., len(pk):]], axis=2)
         out = np.einsum("rhj,jv->rhv", w, v) / np.where(empty, 1.0, denom)
         o[r0:r0 + d] = np.where(empty, 0.0, out)
         with np.errstate(divide="ignore"):

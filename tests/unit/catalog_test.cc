@@ -78,7 +78,9 @@ TEST(CatalogTest, CompilesForSm90AndSm120WithinResourceLimits) {
 TEST(CatalogTest, Sm90aSplitKernelKeepsWgmmaAsynchronous) {
   int checked = 0;
   for (const Specialization& spec : FamilySpecializations("mla_verify")) {
-    if (spec.name != "h8_bool" && spec.name != "h64_packed") continue;
+    if (spec.name != "h8_bool" && spec.name != "h64_packed" && spec.name != "h8_bool_fp8" &&
+        spec.name != "h64_packed_fp8")
+      continue;
     auto req = BuildRequest(spec, spec.target_arch("sm_90"));
     ASSERT_TRUE(req.ok()) << req.status();
     auto r = nvrtc::Compile(*req);
@@ -86,7 +88,7 @@ TEST(CatalogTest, Sm90aSplitKernelKeepsWgmmaAsynchronous) {
     EXPECT_EQ(r->log.find("instructions are serialized"), std::string::npos) << spec.name << ":\n" << r->log;
     ++checked;
   }
-  EXPECT_EQ(checked, 2);
+  EXPECT_EQ(checked, 4);
 }
 
 TEST(CatalogTest, RepeatedCompilesAreByteIdentical) {

@@ -1,8 +1,10 @@
 // Golden bundles: the format round-trips, corruption is caught, and the committed set is exactly
 // what the generator and the reference produce today.
 #include <gtest/gtest.h>
+#include <openssl/sha.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -59,6 +61,45 @@ TEST(GoldenFormat, RoundTripsEveryField) {
   EXPECT_EQ(g->c.spec.draft_lens, (std::vector<int>{2, 33}));
 }
 
+uint32_t VersionOf(const std::string& bytes) {
+  uint32_t v = 0;
+  std::memcpy(&v, bytes.data() + 8, 4);
+  return v;
+}
+
+TEST(GoldenFormat, Fp8CacheRoundTripsAsVersion2AndBf16StaysVersion1) {
+  CaseSpec s;
+  s.seed = 78, s.num_heads = 2, s.prefix_lens = {9, 1}, s.draft_lens = {3, 2}, s.padded_requests = 1;
+  s.kv_dtype = kernels::KvDtype::kFp8E4m3, s.fp8_numerics = kernels::Fp8Numerics::kFp8, s.v_scale = 2.0f;
+  const MlaCase c = MakeCase(s);
+  const RefOutput want = Reference(c);
+  const std::string bytes = SerializeGolden("fp8", c, want);
+  EXPECT_EQ(VersionOf(bytes), 2u);
+  StatusOr<GoldenBundle> g = ParseGolden(bytes);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->c.kv_cache_fp8, c.kv_cache_fp8);
+  EXPECT_TRUE(g->c.kv_cache.empty());
+  EXPECT_EQ(g->c.problem.kv_dtype, kernels::KvDtype::kFp8E4m3);
+  EXPECT_EQ(g->c.problem.fp8_numerics, kernels::Fp8Numerics::kFp8);
+  EXPECT_EQ(g->c.spec.kv_dtype, kernels::KvDtype::kFp8E4m3);
+  EXPECT_EQ(g->c.spec.fp8_numerics, kernels::Fp8Numerics::kFp8);
+  EXPECT_EQ(g->o, want.o);
+  EXPECT_EQ(Reference(g->c).o, want.o) << "the parsed case must compute the same numerics";
+  EXPECT_EQ(VersionOf(SerializeGolden("small", SmallCase(), Reference(SmallCase()))), 1u);
+}
+
+TEST(GoldenFormat, AnUnknownVersionIsRefusedByVersion) {
+  const MlaCase c = SmallCase();
+  std::string bytes = SerializeGolden("small", c, Reference(c));
+  const uint32_t v3 = 3;
+  std::memcpy(bytes.data() + 8, &v3, 4);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  const size_t body = bytes.size() - SHA256_DIGEST_LENGTH;
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), body, digest);
+  std::memcpy(bytes.data() + body, digest, sizeof(digest));
+  EXPECT_EQ(ParseGolden(bytes).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(GoldenFormat, AnyFlippedByteFailsTheChecksum) {
   const MlaCase c = SmallCase();
   const std::string bytes = SerializeGolden("small", c, Reference(c));
@@ -83,7 +124,7 @@ TEST(GoldenFormat, TruncationFails) {
 TEST(GoldenFormat, CatalogCoversTheRequiredShapes) {
   std::set<int> prefixes, drafts, heads, batches;
   bool scattered = false, contiguous = false, chain = false, bushy = false, padded = false, packed = false,
-       boolean = false, non_causal = false;
+       boolean = false, non_causal = false, fp8_dequant = false, fp8_numerics = false;
   for (const GoldenEntry& e : GoldenCatalog()) {
     const CaseSpec& s = e.spec;
     prefixes.insert(s.prefix_lens.begin(), s.prefix_lens.end());
@@ -96,12 +137,16 @@ TEST(GoldenFormat, CatalogCoversTheRequiredShapes) {
     padded |= s.padded_requests > 0;
     (s.mask == kernels::MaskKind::kPacked ? packed : boolean) = true;
     non_causal |= !s.is_causal;
+    if (s.kv_dtype == kernels::KvDtype::kFp8E4m3) {
+      (s.fp8_numerics == kernels::Fp8Numerics::kFp8 ? fp8_numerics : fp8_dequant) = true;
+    }
   }
   for (int p : {0, 1, 97}) EXPECT_TRUE(prefixes.count(p)) << "P = " << p;
   for (int d : {1, 7, 16, 33, 64}) EXPECT_TRUE(drafts.count(d)) << "D = " << d;
   for (int h : {8, 64}) EXPECT_TRUE(heads.count(h)) << "H = " << h;
   EXPECT_TRUE(batches.count(8));
   EXPECT_TRUE(scattered && contiguous && chain && bushy && padded && packed && boolean && non_causal);
+  EXPECT_TRUE(fp8_dequant && fp8_numerics) << "an fp8 cache in both numerics";
 }
 
 std::string GoldenPath(const std::string& name) { return reference::GoldenPath(GoldenDir(), name); }

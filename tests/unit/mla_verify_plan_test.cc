@@ -300,9 +300,11 @@ TEST(MlaVerifyPlanTest, CatalogHasEveryHeadCountAndMaskKind) {
     EXPECT_EQ(s.entry_source, "mla_verify/mla_verify.cu");
     ASSERT_EQ(s.name_expressions.size(), 2u);
     ASSERT_TRUE(s.max_dynamic_smem);
-    EXPECT_EQ(s.max_dynamic_smem("sm_90"), MlaVerifyTileFor(9).smem_bytes);
+    const KvDtype kv = s.name.find("_fp8") != std::string::npos ? KvDtype::kFp8E4m3 : KvDtype::kBf16;
+    EXPECT_EQ(s.max_dynamic_smem("sm_90"), MlaVerifyTileFor(9).smem_bytes);  // the same smem for fp8
     EXPECT_EQ(s.max_dynamic_smem("sm_90a"), MlaVerifyTileFor(9).smem_bytes);
-    EXPECT_EQ(s.max_dynamic_smem("sm_120"), MlaVerifyTileFor(12).smem_bytes);
+    EXPECT_EQ(s.max_dynamic_smem("sm_120"), MlaVerifyTileFor(12, 0, kv).smem_bytes);
+    EXPECT_LE(s.max_dynamic_smem("sm_120"), 101376);
     // wgmma needs the arch-specific target; every other arch compiles as asked.
     ASSERT_TRUE(s.target_arch);
     EXPECT_EQ(s.target_arch("sm_90"), "sm_90a");
@@ -311,22 +313,63 @@ TEST(MlaVerifyPlanTest, CatalogHasEveryHeadCountAndMaskKind) {
     EXPECT_EQ(s.target_arch("sm_100"), "sm_100");
     names.insert(s.name);
   }
+  EXPECT_EQ(names.size(), 20u);
   for (int h : {8, 16, 32, 64, 128})
-    for (const char* m : {"bool", "packed"}) EXPECT_TRUE(names.count("h" + std::to_string(h) + "_" + m)) << h << m;
+    for (const char* m : {"bool", "packed"}) {
+      EXPECT_TRUE(names.count("h" + std::to_string(h) + "_" + m)) << h << m;
+      EXPECT_TRUE(names.count("h" + std::to_string(h) + "_" + m + "_fp8")) << h << m;
+    }
   EXPECT_EQ(MlaVerifySplitExpression(64, MaskKind::kPacked), "kjit::mla::MlaVerifySplit<64, 1>");
+  EXPECT_EQ(MlaVerifySplitExpression(64, MaskKind::kPacked, 0, KvDtype::kFp8E4m3), "kjit::mla::MlaVerifySplit<64, 1, 0, 1>");
+  EXPECT_EQ(MlaVerifySplitExpression(8, MaskKind::kBool, mla::kTile32x16, KvDtype::kFp8E4m3),
+            "kjit::mla::MlaVerifySplit<8, 0, 1, 1>");
   EXPECT_EQ(MlaVerifyCombineExpression(8), "kjit::mla::MlaVerifyCombine<8>");
+}
+
+TEST(MlaVerifyPlanTest, AnFp8CacheTakesTheFp8SpecializationOnEveryTileThatHasOne) {
+  MlaVerifyProblem p = Problem(1, 8, 16, 65536);
+  p.kv_dtype = KvDtype::kFp8E4m3;
+  auto hopper = PlanMlaVerify(p, H200());
+  ASSERT_TRUE(hopper.ok()) << hopper.status();
+  EXPECT_EQ(hopper->specialization, "h8_bool_fp8");
+  EXPECT_EQ(hopper->main_kernel, "kjit::mla::MlaVerifySplit<8, 0, 0, 1>");
+  EXPECT_EQ(hopper->kv_dtype, KvDtype::kFp8E4m3);
+  EXPECT_EQ(hopper->main.dynamic_smem, static_cast<unsigned>(mla::kWgmmaSmemBytes));  // converted in registers
+  auto rtx = PlanMlaVerify(p, RtxPro6000());
+  ASSERT_TRUE(rtx.ok()) << rtx.status();
+  EXPECT_EQ(rtx->specialization, "h8_bool_fp8");
+  EXPECT_EQ(rtx->main.dynamic_smem, sizeof(mla::SmemPlanFp8<mla::Tile32x16>));  // a staging ring of its own
+  EXPECT_GT(rtx->main.dynamic_smem, sizeof(mla::SmemPlan<mla::Tile32x16>));
+  auto forced = PlanMlaVerify(p, H200(), {.tile = mla::kTile32x16});
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  EXPECT_EQ(forced->specialization, "h8_bool_fp8_t32x16");
+  EXPECT_EQ(forced->main_kernel, "kjit::mla::MlaVerifySplit<8, 0, 1, 1>");
+  // The 64x64 mma.sync tile (sm_100, or forced) has no fp8 variant: a clear refusal, not a launch.
+  auto large = PlanMlaVerify(p, H200(), {.tile = mla::kTile64x64});
+  ASSERT_FALSE(large.ok());
+  EXPECT_EQ(large.status().code(), absl::StatusCode::kUnimplemented);  // clients fall back on it
+  EXPECT_NE(std::string(large.status().message()).find("fp8 kv_cache"), std::string::npos) << large.status();
+  // The split model is the cache type's: the same splits for the same shape.
+  auto bf16 = PlanMlaVerify(Problem(1, 8, 16, 65536), H200());
+  ASSERT_TRUE(bf16.ok());
+  EXPECT_EQ(bf16->specialization, "h8_bool");
+  EXPECT_EQ(bf16->num_splits, hopper->num_splits);
 }
 
 TEST(MlaVerifyPlanTest, ForcedTilesHaveTheirOwnSpecializationsAndGeometry) {
   EXPECT_TRUE(MlaVerifyForcedTileSpecializations(0).empty());
   EXPECT_TRUE(MlaVerifyForcedTileSpecializations(3).empty());
   const std::vector<Specialization> large = MlaVerifyForcedTileSpecializations(mla::kTile64x64);
-  ASSERT_EQ(large.size(), 10u);
+  ASSERT_EQ(large.size(), 20u);  // bf16 caches first, then fp8
   EXPECT_EQ(large[0].name, "h8_bool_t64x64");
   EXPECT_EQ(large[0].name_expressions[0], "kjit::mla::MlaVerifySplit<8, 0, 2>");
   EXPECT_EQ(large[0].max_dynamic_smem("sm_90"), static_cast<int>(sizeof(mla::SmemPlan<mla::Tile64x64>)));
   const std::vector<Specialization> small = MlaVerifyForcedTileSpecializations(mla::kTile32x16);
-  ASSERT_EQ(small.size(), 10u);
+  ASSERT_EQ(small.size(), 20u);
+  EXPECT_EQ(small[11].name, "h8_packed_fp8_t32x16");
+  EXPECT_EQ(small[11].max_dynamic_smem("sm_120"), static_cast<int>(sizeof(mla::SmemPlanFp8<mla::Tile32x16>)));
+  EXPECT_LE(small[11].max_dynamic_smem("sm_120"), 101376);
+  EXPECT_EQ(large[10].max_dynamic_smem("sm_90"), 0);  // no fp8 variant of the 64x64 mma.sync tile
   EXPECT_EQ(small[1].name, "h8_packed_t32x16");
   EXPECT_EQ(small[1].name_expressions[0], "kjit::mla::MlaVerifySplit<8, 1, 1>");
   EXPECT_EQ(small[1].max_dynamic_smem("sm_120"), static_cast<int>(sizeof(mla::SmemPlan<mla::Tile32x16>)));

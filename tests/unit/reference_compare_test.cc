@@ -1,8 +1,10 @@
 // bf16 conversion and the comparison every kernel test relies on: it must catch what it claims to.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "tests/reference/mla_reference.h"
 
@@ -109,6 +111,150 @@ TEST(ReferenceCompare, TheBoundFollowsTheValueMagnitudeNotJustTheOutput) {
   for (size_t i = 0; i < want.o.size(); ++i) ratio = std::max(ratio, want.o_abs[i] / (std::fabs(want.o[i]) + 1e-30));
   EXPECT_GT(ratio, 5.0);
   for (size_t i = 0; i < want.o.size(); ++i) EXPECT_GE(want.o_abs[i], std::fabs(want.o[i]) * (1 - 1e-12));
+}
+
+// fp8 numerics in the order a kernel computes them: the prefix in `splits` chunks of tiles of `tile`
+// keys, each chunk with a running max (each weight rounded to e4m3 relative to the max so far), the
+// tree as one more chunk with bf16 weights, and the chunks merged at the end; o rounded to bf16.
+// One request, chain tree, no padding.
+std::vector<uint16_t> RunningMaxFp8(const MlaCase& c, int tile, int splits) {
+  const auto& pr = c.problem;
+  const int p = c.prefix_len(0), d = c.draft_len(0);
+  std::vector<uint16_t> o(static_cast<size_t>(pr.num_q) * pr.num_heads * kernels::kMlaVDim);
+  struct State {
+    double m = -std::numeric_limits<double>::infinity(), l = 0;
+    std::vector<double> acc = std::vector<double>(kernels::kMlaVDim, 0.0);
+    void Add(const std::vector<double>& s, const std::vector<const double*>& v, bool e4m3, double v_scale) {
+      double nm = m;
+      for (double x : s) nm = std::max(nm, x);
+      const double rescale = std::isinf(m) ? 0.0 : std::exp(m - nm);
+      l *= rescale;
+      for (double& a : acc) a *= rescale;
+      for (size_t j = 0; j < s.size(); ++j) {
+        const double w = std::exp(s[j] - nm);
+        l += w;
+        const double pv = (e4m3 ? E4m3ToDouble(DoubleToE4m3(w)) : Bf16ToFloat(FloatToBf16(static_cast<float>(w)))) * v_scale;
+        for (int i = 0; i < kernels::kMlaVDim; ++i) acc[i] += pv * v[j][i];
+      }
+      m = nm;
+    }
+  };
+  std::vector<std::vector<double>> keys;  // decoded prefix keys, then the tree keys
+  for (int j = 0; j < p; ++j) {
+    const uint8_t* k = c.kv_cache_fp8.data() + c.kv_indices[j] * kernels::kMlaKDim;
+    keys.emplace_back(k, k + kernels::kMlaKDim);
+    for (double& x : keys.back()) x = E4m3ToDouble(static_cast<uint8_t>(x));
+  }
+  for (int col = 0; col < d; ++col) {
+    keys.emplace_back(kernels::kMlaKDim);
+    for (int i = 0; i < kernels::kMlaKDim; ++i) keys.back()[i] = Bf16ToFloat(c.k_extend[col * kernels::kMlaKDim + i]);
+  }
+  auto dot = [](const double* a, const std::vector<double>& b) {
+    double s = 0;
+    for (int i = 0; i < kernels::kMlaKDim; ++i) s += a[i] * b[i];
+    return s;
+  };
+  for (int r = 0; r < d; ++r) {
+    for (int h = 0; h < pr.num_heads; ++h) {
+      double q[kernels::kMlaKDim], q8[kernels::kMlaKDim];
+      for (int i = 0; i < kernels::kMlaKDim; ++i) {
+        q[i] = Bf16ToFloat(c.q[(static_cast<size_t>(r) * pr.num_heads + h) * kernels::kMlaKDim + i]);
+        q8[i] = E4m3ToDouble(DoubleToE4m3(q[i]));
+      }
+      std::vector<State> states(splits + 1);
+      const int chunk = (p + splits - 1) / splits;
+      for (int sp = 0; sp < splits; ++sp) {
+        for (int t = sp * chunk; t < std::min(p, (sp + 1) * chunk); t += tile) {
+          std::vector<double> s;
+          std::vector<const double*> v;
+          for (int j = t; j < std::min({p, t + tile, (sp + 1) * chunk}); ++j) {
+            s.push_back(pr.sm_scale * pr.k_scale * dot(q8, keys[j]));
+            v.push_back(keys[j].data());
+          }
+          states[sp].Add(s, v, true, pr.v_scale);
+        }
+      }
+      std::vector<double> s;
+      std::vector<const double*> v;
+      for (int col = 0; col <= r; ++col) {
+        s.push_back(pr.sm_scale * dot(q, keys[p + col]));
+        v.push_back(keys[p + col].data());
+      }
+      states[splits].Add(s, v, false, 1.0);
+      double m = -std::numeric_limits<double>::infinity(), l = 0;
+      for (const State& st : states) m = std::max(m, st.m);
+      std::vector<double> acc(kernels::kMlaVDim, 0.0);
+      for (const State& st : states) {
+        if (std::isinf(st.m)) continue;
+        const double f = std::exp(st.m - m);
+        l += st.l * f;
+        for (int i = 0; i < kernels::kMlaVDim; ++i) acc[i] += st.acc[i] * f;
+      }
+      for (int i = 0; i < kernels::kMlaVDim; ++i) {
+        o[(static_cast<size_t>(r) * pr.num_heads + h) * kernels::kMlaVDim + i] = FloatToBf16(static_cast<float>(acc[i] / l));
+      }
+    }
+  }
+  return o;
+}
+
+MlaCase Fp8Case(kernels::Fp8Numerics numerics) {
+  CaseSpec s;
+  s.seed = 33, s.num_heads = 2, s.prefix_lens = {700}, s.draft_lens = {4}, s.tree = TreeKind::kChain;
+  s.kv_dtype = kernels::KvDtype::kFp8E4m3, s.fp8_numerics = numerics;
+  return MakeCase(s);
+}
+
+std::vector<uint16_t> RoundedToBf16(const std::vector<double>& v) {
+  std::vector<uint16_t> o;
+  for (double x : v) o.push_back(FloatToBf16(static_cast<float>(x)));
+  return o;
+}
+
+TEST(ReferenceCompareFp8, AKernelsRunningMaxOrderPassesInEveryTiling) {
+  const MlaCase c = Fp8Case(kernels::Fp8Numerics::kFp8);
+  const RefOutput want = Reference(c);
+  for (auto [tile, splits] : {std::pair{16, 1}, std::pair{64, 1}, std::pair{16, 7}, std::pair{64, 44}}) {
+    const Comparison cmp = Compare(c, want, RunningMaxFp8(c, tile, splits));
+    EXPECT_TRUE(cmp.ok()) << "tile " << tile << ", " << splits << " splits\n" << cmp.Describe();
+    EXPECT_GT(cmp.rel_frobenius, 0) << "the running max should round some weights differently";
+    EXPECT_LT(cmp.rel_frobenius, cmp.rel_frobenius_exact) << "nearer its numerics than the exact math";
+  }
+}
+
+TEST(ReferenceCompareFp8, TheEmulationRoundedToBf16PassesAndReportsTheExactError) {
+  const MlaCase c = Fp8Case(kernels::Fp8Numerics::kFp8);
+  const RefOutput want = Reference(c);
+  const Comparison cmp = Compare(c, want, RoundedToBf16(want.o));
+  EXPECT_TRUE(cmp.ok()) << cmp.Describe();
+  EXPECT_LT(cmp.rel_frobenius, 3e-3);
+  EXPECT_GT(cmp.numerics_rel_frobenius, 0.01) << "q and P in e4m3 are far coarser than bf16";
+  EXPECT_GT(cmp.p_rounding_rel_frobenius, 0);
+  EXPECT_LT(cmp.p_rounding_rel_frobenius, cmp.numerics_rel_frobenius);
+  EXPECT_NEAR(cmp.rel_frobenius_exact, cmp.numerics_rel_frobenius, 3e-3);
+  EXPECT_NE(cmp.Describe().find("against the exact math"), std::string::npos) << cmp.Describe();
+}
+
+TEST(ReferenceCompareFp8, TheExactMathFailsTheFp8Numerics) {
+  const MlaCase c = Fp8Case(kernels::Fp8Numerics::kFp8);
+  const RefOutput want = Reference(c);
+  const Comparison cmp = Compare(c, want, RoundedToBf16(want.o_exact));
+  EXPECT_FALSE(cmp.ok()) << cmp.Describe();
+  EXPECT_GT(cmp.rel_frobenius, cmp.max_rel_frob) << "unrounded q must not pass as the fp8 numerics";
+  EXPECT_LT(cmp.rel_frobenius_exact, 3e-3);
+}
+
+TEST(ReferenceCompareFp8, DequantKeepsTheBf16Bounds) {
+  const MlaCase c = Fp8Case(kernels::Fp8Numerics::kDequant);
+  const RefOutput want = Reference(c);
+  const Comparison perfect = Compare(c, want, RoundedToBf16(want.o));
+  EXPECT_TRUE(perfect.ok()) << perfect.Describe();
+  EXPECT_EQ(perfect.rel_frobenius_exact, perfect.rel_frobenius);
+  EXPECT_EQ(perfect.numerics_rel_frobenius, 0);
+  EXPECT_EQ(perfect.max_rel_frob, 4e-3);
+  std::vector<double> scaled = want.o;
+  for (double& x : scaled) x *= 1.006;
+  EXPECT_FALSE(Compare(c, want, RoundedToBf16(scaled)).ok()) << "0.6% everywhere fails the global norm";
 }
 
 }  // namespace

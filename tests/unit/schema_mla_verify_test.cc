@@ -242,3 +242,65 @@ TEST(MlaVerifySchema, DatatypeSizes) {
 
 }  // namespace
 }  // namespace kjit::kernels
+
+namespace kjit::kernels {
+namespace {
+
+// An fp8 e4m3 cache travels as UINT8 with kjit_kv_dtype; the datatype and the parameter must agree,
+// and the numerics parameter is an fp8 cache's only.
+TEST(MlaVerifySchema, Fp8CacheIsUint8WithItsParameters) {
+  Case c = Valid();
+  ASSERT_TRUE(Shapes(c).ok());
+  EXPECT_EQ(Shapes(c)->kv_dtype, KvDtype::kBf16);
+  c.in[2] = T("kv_cache", "UINT8", {97, 1, 576});
+  Status s = Shapes(c).status();
+  ExpectNamed(s, "kv_cache");
+  EXPECT_NE(s.message().find("kjit_kv_dtype"), absl::string_view::npos) << s;  // says what to set
+  c.scalars.kv_dtype = "fp8_e4m3";
+  auto p = Shapes(c);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->kv_dtype, KvDtype::kFp8E4m3);
+  EXPECT_EQ(p->fp8_numerics, Fp8Numerics::kDequant);  // the default
+  EXPECT_EQ(p->num_slots, 97);
+  c.scalars.fp8_numerics = "fp8";
+  ASSERT_TRUE(Shapes(c).ok());
+  EXPECT_EQ(Shapes(c)->fp8_numerics, Fp8Numerics::kFp8);
+  c.scalars.fp8_numerics = "dequant";
+  EXPECT_EQ(Shapes(c)->fp8_numerics, Fp8Numerics::kDequant);
+  c.scalars.fp8_numerics = "fp4\nforged";
+  s = Shapes(c).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("kjit_fp8_numerics"), absl::string_view::npos) << s;
+  EXPECT_EQ(s.message().find('\n'), absl::string_view::npos) << s;  // client text is escaped
+  c.scalars.fp8_numerics.reset();
+  // One byte per element: a bf16-sized buffer is the wrong size, as is a short one.
+  c.in[2] = T("kv_cache", "UINT8", {97, 1, 576});
+  c.in[2].byte_size += 1;
+  ExpectNamed(Shapes(c).status(), "kv_cache");
+  c.in[2] = T("kv_cache", "UINT8", {97, 1, 575});
+  ExpectNamed(Shapes(c).status(), "kv_cache");
+  // BF16 with the fp8 parameter, an unknown cache type, numerics with a bf16 cache.
+  c = Valid();
+  c.scalars.kv_dtype = "fp8_e4m3";
+  s = Shapes(c).status();
+  ExpectNamed(s, "kv_cache");
+  EXPECT_NE(s.message().find("UINT8"), absl::string_view::npos) << s;
+  c.scalars.kv_dtype = "fp8_e5m2";
+  s = Shapes(c).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("kjit_kv_dtype"), absl::string_view::npos) << s;
+  c.scalars.kv_dtype = "bf16";
+  ASSERT_TRUE(Shapes(c).ok());
+  c.scalars.fp8_numerics = "fp8";
+  s = Shapes(c).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("fp8 cache only"), absl::string_view::npos) << s;
+  // FP8_E4M3 is not a KServe datatype: it is refused by name.
+  c = Valid();
+  c.in[2] = T("kv_cache", "BF16", {97, 1, 576});
+  c.in[2].datatype = "FP8_E4M3";
+  ExpectNamed(Shapes(c).status(), "kv_cache");
+}
+
+}  // namespace
+}  // namespace kjit::kernels

@@ -72,7 +72,13 @@ enum {
   KJIT_DTYPE_BF16 = 6,
   KJIT_DTYPE_FP32 = 7,
   KJIT_DTYPE_FP16 = 8,
-  KJIT_DTYPE_FP8_E4M3 = 9,
+  KJIT_DTYPE_FP8_E4M3 = 9, /* OCP e4m3 ("float8_e4m3fn"), one byte per element */
+};
+
+/* How an fp8 cache is computed with (kjit_mla_verify_args.fp8_numerics; KERNEL.md "FP8"). */
+enum {
+  KJIT_FP8_NUMERICS_DEQUANT = 0, /* cache values converted to bf16 on chip, bf16 MMAs (the default) */
+  KJIT_FP8_NUMERICS_FP8 = 1,     /* SGLang Triton's: q and P rounded to e4m3 for the prefix */
 };
 
 /* The message of the last call that failed on this thread ("" after a success). Valid until the
@@ -132,13 +138,16 @@ typedef struct kjit_tensor {
 
 /* MLA tree-verify attention (KERNEL.md): SGLang's extend_attention_fwd tensors on the MLA verify
  * path. v_extend is optional: when given and not the same memory as k_extend[..., :512], the
- * kernels check that it holds the same values (V is read from k_extend). */
+ * kernels check that it holds the same values (V is read from k_extend). kv_cache is bf16, or an
+ * fp8 e4m3 cache (SGLang's --kv-cache-dtype fp8_e4m3) as KJIT_DTYPE_FP8_E4M3 or as its bytes,
+ * KJIT_DTYPE_UINT8: k_scale then multiplies the prefix scores and v_scale the prefix values, and
+ * fp8_numerics says how it is computed with. Every other tensor keeps its dtype. */
 typedef struct kjit_mla_verify_args {
   uint64_t struct_size; /* sizeof(kjit_mla_verify_args) */
   kjit_tensor q;           /* [N, H, 576] bf16 */
   kjit_tensor k_extend;    /* [N, 1, 576] bf16 */
   kjit_tensor v_extend;    /* optional [N, 1, 512] bf16 */
-  kjit_tensor kv_cache;    /* [S, 1, 576] bf16, row stride 576 */
+  kjit_tensor kv_cache;    /* [S, 1, 576] bf16, fp8 e4m3 or uint8 (e4m3 bytes), row stride 576 */
   kjit_tensor qo_indptr;   /* [B + 1] int32 or int64 */
   kjit_tensor kv_indptr;   /* [B + 1] int32 or int64, prefix only */
   kjit_tensor kv_indices;  /* [M] int64 */
@@ -148,7 +157,7 @@ typedef struct kjit_mla_verify_args {
   kjit_tensor o;           /* [N, H, 512] bf16, written */
   kjit_tensor lse;         /* optional [N, H] fp32, written */
   double sm_scale;
-  double k_scale;  /* 1.0 for a bf16 cache */
+  double k_scale;  /* 1.0 for a bf16 cache; SGLang's k_scale_float for an fp8 one */
   double v_scale;
   int64_t is_causal;
   int64_t max_draft;   /* a bound on every D_b (SGLang's max_len_extend), 1..64; 0: min(N, 64) */
@@ -156,6 +165,9 @@ typedef struct kjit_mla_verify_args {
   int64_t device;      /* CUDA ordinal of the tensors in this process's numbering */
   uint64_t workspace;       /* in-process: device memory of workspace_bytes for the launch */
   uint64_t workspace_bytes; /* (other modes ignore both) */
+  /* KJIT_FP8_NUMERICS_*: with an fp8 kv_cache, how it is computed with; 0 (dequant) with a bf16
+   * one. Absent from callers built before it (their struct_size ends at workspace_bytes): then 0. */
+  int64_t fp8_numerics;
 } kjit_mla_verify_args;
 
 /* Queues the launch on `stream` (a CUstream / cudaStream_t; 0: the legacy default stream).

@@ -87,7 +87,7 @@ int kjit_mla_verify(kjit_client* client, const kjit_mla_verify_args* args, uint6
   if (client == nullptr || args == nullptr) return Fail(KJIT_INVALID_ARGUMENT, "kjit_mla_verify: NULL argument");
   return Guarded([&] {
     uint64_t needed = 0;
-    const kjit::Status s = client->impl->Verify(*args, AsStream(stream), &needed);
+    const kjit::Status s = client->impl->Verify(args, AsStream(stream), &needed);
     if (workspace_needed != nullptr) *workspace_needed = needed;
     if (!s.ok() && needed > 0) return Fail(KJIT_WORKSPACE_TOO_SMALL, std::string(s.message()));
     return Code(s);

@@ -154,10 +154,13 @@ Status Client::Prepare(const std::string& arch) {
   return in_process_->Prepare(arch);
 }
 
-Status Client::Verify(const kjit_mla_verify_args& args, CUstream stream, uint64_t* workspace_needed) {
-  if (in_process_ != nullptr) return in_process_->Launch(args, stream, workspace_needed);
-  KJIT_ASSIGN_OR_RETURN(const VerifyCall call, DescribeVerify(args));
-  return remote_->Launch(call, args.device, stream);
+Status Client::Verify(const kjit_mla_verify_args* caller_args, CUstream stream, uint64_t* workspace_needed) {
+  *workspace_needed = 0;
+  kjit_mla_verify_args storage;
+  KJIT_ASSIGN_OR_RETURN(const kjit_mla_verify_args* args, CurrentVerifyArgs(caller_args, &storage));
+  if (in_process_ != nullptr) return in_process_->Launch(*args, stream, workspace_needed);
+  KJIT_ASSIGN_OR_RETURN(const VerifyCall call, DescribeVerify(*args));
+  return remote_->Launch(call, args->device, stream);
 }
 
 Status Client::CheckErrors(int64_t device, CUstream stream) {

@@ -33,7 +33,8 @@ class Client {
   const std::string& describe() const { return describe_; }
 
   Status Prepare(const std::string& arch);
-  Status Verify(const kjit_mla_verify_args& args, CUstream stream, uint64_t* workspace_needed);
+  // args as the caller built it: struct_size of this header or of an older one (CurrentVerifyArgs).
+  Status Verify(const kjit_mla_verify_args* args, CUstream stream, uint64_t* workspace_needed);
   Status CheckErrors(int64_t device, CUstream stream);
 
  private:

@@ -19,14 +19,17 @@ DTYPE_BF16, DTYPE_FP32, DTYPE_FP16, DTYPE_FP8_E4M3 = 6, 7, 8, 9
 TENSOR = "Qqq4q4q"
 TENSOR_BYTES = struct.calcsize("<" + TENSOR)
 # kjit_mla_verify_args: struct_size, 12 tensors, sm/k/v scales, is_causal, max_draft, max_prefix,
-# device, workspace, workspace_bytes. The order of the tensors:
+# device, workspace, workspace_bytes, fp8_numerics. The order of the tensors:
 VERIFY_TENSORS = ("q", "k_extend", "v_extend", "kv_cache", "qo_indptr", "kv_indptr", "kv_indices",
                   "custom_mask", "packed_mask", "mask_indptr", "o", "lse")
-VERIFY_TAIL = struct.Struct("<dddqqqqQQ")
+VERIFY_TAIL = struct.Struct("<dddqqqqQQq")
 VERIFY_BYTES = 8 + len(VERIFY_TENSORS) * TENSOR_BYTES + VERIFY_TAIL.size
 TENSOR_OFFSET = {name: 8 + i * TENSOR_BYTES for i, name in enumerate(VERIFY_TENSORS)}
 TAIL_OFFSET = 8 + len(VERIFY_TENSORS) * TENSOR_BYTES
 WORKSPACE_OFFSET = TAIL_OFFSET + 7 * 8
+FP8_NUMERICS_OFFSET = TAIL_OFFSET + 9 * 8
+# kjit_mla_verify_args.fp8_numerics (KJIT_FP8_NUMERICS_*), by verify_attention's names.
+FP8_NUMERICS = {"dequant": 0, "fp8": 1}
 PACK_TENSOR = struct.Struct("<" + TENSOR)
 
 

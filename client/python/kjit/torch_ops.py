@@ -20,11 +20,12 @@ MAX_DRAFT = 64
 
 _torch = None
 _dtype_codes = None
+_kv_codes = None  # k_buffer's dtype -> its code: bf16, or an fp8 e4m3 cache as float8_e4m3fn or its bytes
 _raw_stream = None
 
 
 def _init_torch():
-    global _torch, _dtype_codes, _raw_stream
+    global _torch, _dtype_codes, _kv_codes, _raw_stream
     import torch
 
     _torch = torch
@@ -36,6 +37,10 @@ def _init_torch():
         _dtype_codes[torch.uint32] = _native.DTYPE_UINT32
     if hasattr(torch, "float8_e4m3fn"):
         _dtype_codes[torch.float8_e4m3fn] = _native.DTYPE_FP8_E4M3
+    # SGLang's fp8_e4m3 cache is uint8 storage viewed as float8_e4m3fn: either view is the same bytes.
+    _kv_codes = {torch.bfloat16: _native.DTYPE_BF16, torch.uint8: _native.DTYPE_UINT8}
+    if hasattr(torch, "float8_e4m3fn"):
+        _kv_codes[torch.float8_e4m3fn] = _native.DTYPE_FP8_E4M3
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     _raw_stream = raw if raw is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
 
@@ -107,8 +112,18 @@ def _check_call(q, k, o, k_buffer, custom_mask, max_len_extend, logit_cap, skip_
         raise Unsupported(f"q {q.dtype}, k_extend {k.dtype}, o {o.dtype}: kjit takes bf16")
     if k.dim() != 3 or k_buffer.dim() != 3:
         raise Unsupported(f"k_extend {tuple(k.shape)} / k_buffer {tuple(k_buffer.shape)}: kjit takes [N, 1, 576]")
-    if k_buffer.dtype is not bf16:
-        raise Unsupported(f"k_buffer in {k_buffer.dtype}: kjit takes a bf16 cache")
+    if k_buffer.dtype not in _kv_codes:
+        raise Unsupported(f"k_buffer in {k_buffer.dtype}: kjit takes a bf16 cache or an fp8 e4m3 one "
+                          "(float8_e4m3fn, or its bytes as uint8)")
+
+
+def _refuse_numerics(fp8_numerics, k_buffer):
+    """The kjit.Error (INVALID_ARGUMENT) for an fp8_numerics that this k_buffer cannot take."""
+    if isinstance(fp8_numerics, str) and fp8_numerics in _native.FP8_NUMERICS:
+        return Error(3, f"fp8_numerics={fp8_numerics!r} applies to an fp8 cache, and k_buffer is {k_buffer.dtype}: "
+                        "pass the cache as float8_e4m3fn (or its uint8 bytes), or leave fp8_numerics 'dequant'")
+    return Error(3, f"fp8_numerics={fp8_numerics!r}: use 'dequant' (the default: the cache converted to bf16, "
+                    "bf16 MMAs) or 'fp8' (SGLang Triton's numerics: q and P rounded to e4m3)")
 
 
 def _check_devices(device, tensors):
@@ -130,12 +145,20 @@ _DEFAULT_SM_SCALE = 1.0 / math.sqrt(MLA_QK_DIM)
 def verify_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
                      custom_mask, is_causal, mask_indptr, max_len_extend, k_scale, v_scale, sm_scale=None,
                      logit_cap=0.0, skip_prefix_custom_mask=True, sliding_window_size=-1, sinks=None,
-                     window_kv_offsets=None, xai_temperature_len=-1, *, lse=None, max_prefix=None, client=None):
+                     window_kv_offsets=None, xai_temperature_len=-1, *, lse=None, max_prefix=None,
+                     fp8_numerics="dequant", client=None):
     """Writes o_extend (and lse, [N, H] fp32, when given) like SGLang's extend_attention_fwd on the MLA
     verify path (same positional order). Raises kjit.Unsupported before launching anything for
     what kjit does not implement, so the caller can run the original with the same arguments; other
     failures are kjit.Error. v_extend may be None (V is k_extend[..., :512]) or a copy, which the
-    kernels check. max_prefix (a bound on every prefix length) only tunes the plan."""
+    kernels check. max_prefix (a bound on every prefix length) only tunes the plan.
+
+    k_buffer is a bf16 cache, or an fp8 e4m3 one (SGLang's --kv-cache-dtype fp8_e4m3: float8_e4m3fn,
+    or the same bytes as uint8; v_buffer the same view's first 512 dims); k_scale then multiplies
+    the prefix scores and v_scale the prefix values. fp8_numerics chooses how an fp8 cache is
+    computed with: "dequant" (its values converted to bf16, bf16 MMAs; the default) or "fp8"
+    (SGLang Triton's numerics: q and P rounded to e4m3 for the prefix). "fp8" with a bf16 cache, or
+    another value, is a kjit.Error (INVALID_ARGUMENT)."""
     # This runs for every layer of every decode step: each tensor's attributes are read once, and
     # the reasons for a refusal are worked out only when the quick tests below refuse.
     global _calls
@@ -147,15 +170,23 @@ def verify_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer,
     client = client or default_client()
     qs, ks, os_, bs = q_extend.shape, k_extend.shape, o_extend.shape, k_buffer.shape
     bf16 = _torch.bfloat16
+    kb_dtype = k_buffer.dtype
+    kv_code = _kv_codes.get(kb_dtype)
     if (logit_cap or sinks is not None or window_kv_offsets is not None or not skip_prefix_custom_mask or
             custom_mask is None or (sliding_window_size is not None and sliding_window_size > 0) or
             (xai_temperature_len is not None and xai_temperature_len > 0) or not 0 < max_len_extend <= MAX_DRAFT or
             len(qs) != 3 or qs[2] != MLA_QK_DIM or qs[1] not in _HEADS or len(os_) != 3 or os_[2] != MLA_V_DIM or
             len(ks) != 3 or len(bs) != 3 or q_extend.dtype is not bf16 or k_extend.dtype is not bf16 or
-            o_extend.dtype is not bf16 or k_buffer.dtype is not bf16):
+            o_extend.dtype is not bf16 or kv_code is None):
         _check_call(q_extend, k_extend, o_extend, k_buffer, custom_mask, max_len_extend, logit_cap,
                     skip_prefix_custom_mask, sliding_window_size, sinks, window_kv_offsets, xai_temperature_len)
         raise Unsupported(f"q {tuple(qs)}, k_extend {tuple(ks)}, o {tuple(os_)}, k_buffer {tuple(bs)}")
+    if fp8_numerics == "dequant":
+        numerics = 0
+    elif fp8_numerics == "fp8" and kv_code != _BF16:
+        numerics = 1
+    else:
+        raise _refuse_numerics(fp8_numerics, k_buffer)
     device = q_extend.get_device()
     if (device < 0 or k_extend.get_device() != device or o_extend.get_device() != device or
             k_buffer.get_device() != device):
@@ -164,11 +195,12 @@ def verify_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer,
     # V of the cache is read from k_buffer's first 512 dims: v_buffer must be that view (SGLang makes
     # a new one per call, so it is checked by address and layout, not identity).
     kb_ptr, kb_st = k_buffer.data_ptr(), k_buffer.stride()
-    if v_buffer.data_ptr() != kb_ptr or v_buffer.stride() != kb_st or v_buffer.shape[-1] != MLA_V_DIM:
-        raise Unsupported("v_buffer is not a view of k_buffer[..., :512]")
+    if (v_buffer.data_ptr() != kb_ptr or v_buffer.stride() != kb_st or v_buffer.shape[-1] != MLA_V_DIM or
+            (v_buffer.dtype is not kb_dtype and v_buffer.element_size() != k_buffer.element_size())):
+        raise Unsupported(f"v_buffer ({v_buffer.dtype}) is not a view of k_buffer[..., :512] ({kb_dtype})")
     buf = calls.args
     pack = _native.PACK_TENSOR.pack_into
-    pack(buf, _OFF_KV, kb_ptr, _BF16, 3, bs[0], bs[1], bs[2], 0, kb_st[0], kb_st[1], kb_st[2], 0)
+    pack(buf, _OFF_KV, kb_ptr, kv_code, 3, bs[0], bs[1], bs[2], 0, kb_st[0], kb_st[1], kb_st[2], 0)
 
     # The step's index pointers are the same objects for every layer of a forward.
     meta = calls.meta
@@ -220,11 +252,11 @@ def verify_attention(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer,
     workspace = _workspaces.get((device, stream))
     tail = (sm_scale, k_scale, v_scale, 1 if is_causal else 0, max_len_extend, -1 if max_prefix is None else max_prefix,
             device)
-    _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *tail, *(workspace[1:] if workspace else (0, 0)))
+    _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *tail, *(workspace[1:] if workspace else (0, 0)), numerics)
     needed = client.mla_verify(calls.address, stream)
     if needed:
         workspace = _grow_workspace(device, stream, needed)
-        _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *tail, *workspace[1:])
+        _native.VERIFY_TAIL.pack_into(buf, _native.TAIL_OFFSET, *tail, *workspace[1:], numerics)
         if client.mla_verify(calls.address, stream):
             raise Error(13, f"the launch asked for a workspace again after it grew to {workspace[2]} bytes")
 

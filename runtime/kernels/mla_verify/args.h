@@ -20,6 +20,20 @@ enum class MaskKind : int {
                 // sum_{b'<b} D_b' * ceil(D_b'/32); bit c of row r allows draft column c
 };
 
+// Element type of kv_cache. q, k_extend, v_extend and o are bf16 whatever it is.
+enum class KvDtype : int {
+  kBf16 = 0,
+  kFp8E4m3 = 1,  // one byte per element (OCP e4m3, "float8_e4m3fn"): rows of 576 bytes
+};
+
+// How an fp8 cache is computed with (KERNEL.md "FP8"). Both read the cache's bytes exactly and
+// apply k_scale to the scores and v_scale to the output; draft rows (k_extend) are bf16 throughout.
+enum class Fp8Numerics : int {
+  kDequant = 0,  // cache values converted to bf16 on chip, bf16 MMAs with bf16 q and P (the default)
+  kFp8 = 1,      // SGLang's Triton numerics: q and P rounded to e4m3 (round to nearest even,
+                 // saturating at +-448) for the prefix's Q.K^T and P.V
+};
+
 // What the host knows without reading device memory. Everything the plan depends on is here, so a
 // launch sequence captured in a CUDA graph stays valid when the buffers' contents change.
 struct MlaVerifyProblem {
@@ -32,6 +46,8 @@ struct MlaVerifyProblem {
   int max_draft = 0;          // upper bound on every D_b (1..64 required)
   int64_t max_prefix = 0;     // upper bound on every P_b; a planning hint (0 = unknown)
   MaskKind mask_kind = MaskKind::kBool;
+  KvDtype kv_dtype = KvDtype::kBf16;
+  Fp8Numerics fp8_numerics = Fp8Numerics::kDequant;  // with kv_dtype kFp8E4m3 only
   bool qo_indptr_64 = false;  // qo_indptr holds int64 entries (else int32)
   bool kv_indptr_64 = false;  // kv_indptr holds int64 entries (else int32)
   bool is_causal = true;
@@ -41,7 +57,7 @@ struct MlaVerifyProblem {
   float k_scale = 1.f;
   float v_scale = 1.f;
   // Strides in elements. q is [N, H, 576]; o is [N, H, 512]; k_extend is [N, 1, 576];
-  // kv_cache is [S, 1, 576] with row stride 576.
+  // kv_cache is [S, 1, 576] with row stride 576 (1152 bytes in bf16, 576 in fp8).
   int64_t q_stride_n = 0, q_stride_h = kMlaKDim;
   int64_t k_extend_stride_n = kMlaKDim;
   int64_t v_extend_stride_n = kMlaVDim;
@@ -99,6 +115,7 @@ struct MlaVerifyPlan {
   std::string main_kernel, combine_kernel;  // their name expressions (mla_verify)
   int num_heads = 0;           // what the plan was made for
   MaskKind mask_kind = MaskKind::kBool;
+  KvDtype kv_dtype = KvDtype::kBf16;  // what the specialization's split kernel reads
   int tile = 0;                // mla_verify: the split kernel's mla::TileId (0: the device's own)
   int num_splits = 1;          // prefix chunks per request (1 for the oracle)
   size_t workspace_bytes = 0;  // caller allocates at least this much on the launching device

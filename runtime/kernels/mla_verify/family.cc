@@ -19,19 +19,23 @@ StatusOr<MlaVerifyPlan> Plan(const MlaVerifyProblem& p, const driver::DeviceInfo
 
 }  // namespace
 
-// The split kernel and the combine per (H, mask kind). With tile 0 the tile is the compiled arch's
-// (mla::UsesWgmmaTile, mla::UsesLargeTile), so the same specializations serve sm_90 and sm_120.
+// The split kernel and the combine per (H, mask kind, cache element type). With tile 0 the tile is
+// the compiled arch's (mla::UsesWgmmaTile, mla::UsesLargeTile), so the same specializations serve
+// sm_90 and sm_120.
 std::vector<Specialization> MlaVerifySpecializations(int tile) {
   std::vector<Specialization> specs;
   if (tile < 0 || tile >= mla::kNumTileIds) return specs;
-  for (int heads : {8, 16, 32, 64, 128}) {
+  for (KvDtype kv : {KvDtype::kBf16, KvDtype::kFp8E4m3}) {
+   for (int heads : {8, 16, 32, 64, 128}) {
     for (MaskKind mask : {MaskKind::kBool, MaskKind::kPacked}) {
       Specialization s;
       s.family = std::string(kMlaVerifyFamily);
-      s.name = MlaVerifySpecializationName(heads, mask, tile);
+      s.name = MlaVerifySpecializationName(heads, mask, tile, kv);
       s.entry_source = std::string(kMlaVerifySource);
-      s.name_expressions = {MlaVerifySplitExpression(heads, mask, tile), MlaVerifyCombineExpression(heads)};
-      s.max_dynamic_smem = [tile](std::string_view arch) { return MlaVerifyTileFor(CcMajor(arch), tile).smem_bytes; };
+      s.name_expressions = {MlaVerifySplitExpression(heads, mask, tile, kv), MlaVerifyCombineExpression(heads)};
+      s.max_dynamic_smem = [tile, kv](std::string_view arch) {
+        return MlaVerifyTileFor(CcMajor(arch), tile, kv).smem_bytes;
+      };
       // The sm_90 tile uses wgmma, which exists only in the arch-specific target (the source
       // refuses plain sm_90). A cubin for sm_90a loads on every compute capability 9.0 device.
       s.target_arch = [](std::string_view arch) {
@@ -39,6 +43,7 @@ std::vector<Specialization> MlaVerifySpecializations(int tile) {
       };
       specs.push_back(std::move(s));
     }
+   }
   }
   return specs;
 }

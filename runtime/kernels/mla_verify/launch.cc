@@ -61,9 +61,9 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   if (plan.family != kMlaVerifyFamily)
     return Invalid(absl::StrCat("plan is for family '", plan.family, "'"));
   if (plan.tile < 0 || plan.tile >= mla::kNumTileIds || plan.num_heads != p.num_heads ||
-      plan.mask_kind != p.mask_kind)
+      plan.mask_kind != p.mask_kind || plan.kv_dtype != p.kv_dtype)
     return Invalid(absl::StrCat("plan specialization '", plan.specialization, "' does not match H = ",
-                                p.num_heads, " and the mask kind"));
+                                p.num_heads, ", the mask kind and the cache's element type"));
   KJIT_ASSIGN_OR_RETURN(const MlaVerifyWorkspaceLayout ws, MlaVerifyWorkspace(p, plan.num_splits));
   if (ws.bytes != plan.workspace_bytes)
     return Invalid("plan was made for another problem (workspace size differs); re-plan");
@@ -147,6 +147,7 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   params.prefix_scale_log2 = p.sm_scale * p.k_scale * kLog2e;
   params.tree_scale_log2 = p.sm_scale * kLog2e;
   params.v_scale = p.v_scale;
+  params.fp8_round = p.kv_dtype == KvDtype::kFp8E4m3 && p.fp8_numerics == Fp8Numerics::kFp8 ? 1 : 0;
 
   KJIT_RETURN_IF_ERROR(Launch(*api, split, plan.main, stream, &params, "mla_verify: launch split kernel"));
   return Launch(*api, combine, plan.combine, stream, &params, "mla_verify: launch combine");

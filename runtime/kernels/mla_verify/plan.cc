@@ -216,8 +216,9 @@ int MlaVerifyCombineParts(long long batch, unsigned rows_cap, int states, int sm
 
 }  // namespace internal
 
-std::string MlaVerifySpecializationName(int num_heads, MaskKind mask, int tile) {
-  std::string name = absl::StrCat("h", num_heads, mask == MaskKind::kPacked ? "_packed" : "_bool");
+std::string MlaVerifySpecializationName(int num_heads, MaskKind mask, int tile, KvDtype kv) {
+  std::string name = absl::StrCat("h", num_heads, mask == MaskKind::kPacked ? "_packed" : "_bool",
+                                  kv == KvDtype::kFp8E4m3 ? "_fp8" : "");
   if (tile > 0) {
     const MlaVerifyTile t = MlaVerifyTileFor(0, tile);
     absl::StrAppend(&name, "_t", t.rows, "x", t.kv_tile);
@@ -225,8 +226,9 @@ std::string MlaVerifySpecializationName(int num_heads, MaskKind mask, int tile) 
   return name;
 }
 
-std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int tile) {
+std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int tile, KvDtype kv) {
   const int m = mask == MaskKind::kPacked ? 1 : 0;
+  if (kv == KvDtype::kFp8E4m3) return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", m, ", ", tile, ", 1>");
   if (tile > 0) return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", m, ", ", tile, ">");
   return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", m, ">");
 }
@@ -253,6 +255,19 @@ MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile) {
 }
 
 MlaVerifyTile MlaVerifyTileFor(int cc_major) { return MlaVerifyTileFor(cc_major, mla::kTileArch); }
+
+MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile, KvDtype kv) {
+  MlaVerifyTile t = MlaVerifyTileFor(cc_major, tile);
+  // The sm_90a tile converts an fp8 cache in its producer's registers, in the same shared memory.
+  if (kv != KvDtype::kFp8E4m3 || (tile == mla::kTileArch && mla::UsesWgmmaTile(cc_major))) return t;
+  auto fp8_smem = [](auto cfg) {
+    using Cfg = decltype(cfg);
+    return mla::kHasFp8Variant<Cfg> ? static_cast<int>(sizeof(mla::SmemPlanFp8<Cfg>)) : 0;
+  };
+  const bool large = tile == mla::kTile64x64 || (tile == mla::kTileArch && mla::UsesLargeTile(cc_major));
+  t.smem_bytes = large ? fp8_smem(mla::Tile64x64{}) : fp8_smem(mla::Tile32x16{});
+  return t;
+}
 
 StatusOr<MlaVerifyWorkspaceLayout> MlaVerifyWorkspace(const MlaVerifyProblem& p, int num_splits) {
   size_t states = 0, rows = 0, lse_bytes = 0, o_bytes = 0, slots = 0;
@@ -282,7 +297,13 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
     return absl::FailedPreconditionError(
         absl::StrCat("mla_verify needs compute capability >= 8.0 (bf16 mma.sync); device ", dev.ordinal,
                      " (", dev.name, ") is ", dev.cc_major, ".", dev.cc_minor));
-  const MlaVerifyTile tile = MlaVerifyTileFor(dev.cc_major, options.tile);
+  const MlaVerifyTile tile = MlaVerifyTileFor(dev.cc_major, options.tile, p.kv_dtype);
+  if (tile.smem_bytes == 0)
+    // UNIMPLEMENTED, not FAILED_PRECONDITION: the clients' fallback (kjit.sglang) takes it as "use
+    // another kernel" and stays on SGLang's own.
+    return absl::UnimplementedError(absl::StrCat(
+        "mla_verify: an fp8 kv_cache is not supported by the 64x64 mma.sync tile (device ", dev.ordinal, ", ",
+        dev.name, ", compute capability ", dev.cc_major, ".", dev.cc_minor, "); use a bf16 cache"));
   if (dev.max_smem_per_block_optin < tile.smem_bytes)
     return absl::FailedPreconditionError(
         absl::StrCat("mla_verify tile needs ", tile.smem_bytes, " bytes of shared memory per block; device ",
@@ -290,11 +311,12 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
 
   MlaVerifyPlan plan;
   plan.family = std::string(kMlaVerifyFamily);
-  plan.specialization = MlaVerifySpecializationName(p.num_heads, p.mask_kind, options.tile);
-  plan.main_kernel = MlaVerifySplitExpression(p.num_heads, p.mask_kind, options.tile);
+  plan.specialization = MlaVerifySpecializationName(p.num_heads, p.mask_kind, options.tile, p.kv_dtype);
+  plan.main_kernel = MlaVerifySplitExpression(p.num_heads, p.mask_kind, options.tile, p.kv_dtype);
   plan.combine_kernel = MlaVerifyCombineExpression(p.num_heads);
   plan.num_heads = p.num_heads;
   plan.mask_kind = p.mask_kind;
+  plan.kv_dtype = p.kv_dtype;
   plan.tile = options.tile;
   plan.num_splits = options.num_splits > 0 ? options.num_splits : CachedSplits(p, dev, tile);
   KJIT_ASSIGN_OR_RETURN(const MlaVerifyWorkspaceLayout ws, MlaVerifyWorkspace(p, plan.num_splits));

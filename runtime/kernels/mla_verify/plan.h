@@ -18,11 +18,12 @@ namespace kjit::kernels {
 inline constexpr std::string_view kMlaVerifyFamily = "mla_verify";
 inline constexpr std::string_view kMlaVerifySource = "mla_verify/mla_verify.cu";
 
-// Catalog names: specialization "h<H>_<bool|packed>", with the split kernel and the combine; with a
-// forced tile (MlaVerifyPlanOptions::tile > 0) "h<H>_<mask>_t<rows>x<kv>", whose split kernel is
+// Catalog names: specialization "h<H>_<bool|packed>" (a bf16 cache) or "h<H>_<bool|packed>_fp8" (an
+// fp8 e4m3 cache), with the split kernel and the combine; with a forced tile
+// (MlaVerifyPlanOptions::tile > 0) "h<H>_<mask>[_fp8]_t<rows>x<kv>", whose split kernel is
 // instantiated for that tile. Those are not in the catalog (MlaVerifyForcedTileSpecializations).
-std::string MlaVerifySpecializationName(int num_heads, MaskKind mask, int tile = 0);
-std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int tile = 0);
+std::string MlaVerifySpecializationName(int num_heads, MaskKind mask, int tile = 0, KvDtype kv = KvDtype::kBf16);
+std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int tile = 0, KvDtype kv = KvDtype::kBf16);
 std::string MlaVerifyCombineExpression(int num_heads);
 // Every (H, mask) specialization of the catalog (tile 0) or of a forced tile 1..kNumTileIds-1 (empty
 // for another value).
@@ -42,6 +43,10 @@ MlaVerifyTile MlaVerifyTileFor(int cc_major);
 // The tile of a launch: the device's (tile == 0: warpgroup MMA 64x64 on sm_90, mma.sync 64x64 on
 // sm_100, 32x16 elsewhere) or a forced mma.sync one (1: 32x16, 2: 64x64).
 MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile);
+// The same for a cache of element type kv: an fp8 cache's mma.sync tiles stage its bytes in shared
+// memory of their own (mla::SmemPlanFp8). smem_bytes is 0 where the tile has no fp8 variant (the
+// 64x64 mma.sync tile of sm_100: its 227 KB are taken by the bf16 stages).
+MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile, KvDtype kv);
 
 // Validates what the host can (InvalidArgument saying what to fix): H in {8,16,32,64,128},
 // 1 <= max_draft <= 64, batch in [1, 65535], non-negative sizes, strides (multiples of 8 elements,

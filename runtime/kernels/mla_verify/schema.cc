@@ -90,6 +90,39 @@ Status Dim(const TensorDesc& t, size_t i, int64_t want, const char* what) {
   return absl::OkStatus();
 }
 
+// kv_cache's element type from its datatype and kjit_kv_dtype, which must agree; then the numerics.
+Status KvType(const TensorDesc& kv, const MlaVerifyScalars& s, MlaVerifyProblem* p) {
+  const std::string dtype = s.kv_dtype.value_or("bf16");
+  if (dtype == "bf16") {
+    if (kv.datatype != "BF16") {
+      return Bad("kv_cache", absl::StrCat("datatype ", kv.datatype,
+                                          " carries an fp8 cache: set parameter 'kjit_kv_dtype' to \"fp8_e4m3\""));
+    }
+    p->kv_dtype = KvDtype::kBf16;
+  } else if (dtype == "fp8_e4m3") {
+    if (kv.datatype != "UINT8") {
+      return Bad("kv_cache", absl::StrCat("datatype ", kv.datatype,
+                                          " with kjit_kv_dtype \"fp8_e4m3\": an fp8 cache travels as UINT8"));
+    }
+    p->kv_dtype = KvDtype::kFp8E4m3;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("parameter 'kjit_kv_dtype' is \"", ClientText(dtype),
+                                                   "\"; use \"bf16\" or \"fp8_e4m3\""));
+  }
+  if (!s.fp8_numerics.has_value()) return absl::OkStatus();
+  const std::string& n = *s.fp8_numerics;
+  if (n != "dequant" && n != "fp8") {
+    return absl::InvalidArgumentError(absl::StrCat("parameter 'kjit_fp8_numerics' is \"", ClientText(n),
+                                                   "\"; use \"dequant\" or \"fp8\""));
+  }
+  if (p->kv_dtype != KvDtype::kFp8E4m3) {
+    return absl::InvalidArgumentError(
+        "parameter 'kjit_fp8_numerics' applies to an fp8 cache only (kjit_kv_dtype \"fp8_e4m3\")");
+  }
+  p->fp8_numerics = n == "fp8" ? Fp8Numerics::kFp8 : Fp8Numerics::kDequant;
+  return absl::OkStatus();
+}
+
 Status Scale(const char* name, std::optional<double> v, double dflt, float* out) {
   const double x = v.value_or(dflt);
   if (!std::isfinite(x) || x <= 0 || x > std::numeric_limits<float>::max()) {
@@ -105,7 +138,8 @@ std::span<const TensorSchema> MlaVerifyInputSchema() {
   static const TensorSchema* const schema = new TensorSchema[kNumMlaVerifyInputs]{
       {"q", {"BF16"}, {-1, -1, kMlaKDim}},
       {"k_extend", {"BF16"}, {-1, 1, kMlaKDim}},
-      {"kv_cache", {"BF16"}, {-1, 1, kMlaKDim}},
+      // An fp8 e4m3 cache travels as UINT8 (KServe v2 has no fp8 datatype) with kjit_kv_dtype.
+      {"kv_cache", {"BF16", "UINT8"}, {-1, 1, kMlaKDim}},
       {"qo_indptr", {"INT32", "INT64"}, {-1}, false, true},
       {"kv_indptr", {"INT32", "INT64"}, {-1}, false, true},
       {"kv_indices", {"INT64"}, {-1}},
@@ -137,6 +171,10 @@ std::span<const ParamSchema> MlaVerifyParamSchema() {
       // Bounds for a launch whose index pointers stay on the GPU (FamilyLaunch::AssumeBounds).
       {"kjit_max_draft", Kind::kInt, false, 1, kMlaMaxDraft},
       {"kjit_max_prefix", Kind::kInt, false, 0},
+      // kv_cache's element type: "bf16" (the default) or "fp8_e4m3" (with a UINT8 kv_cache).
+      {"kjit_kv_dtype", Kind::kString},
+      // How an fp8 cache is computed: "dequant" (the default) or "fp8" (SGLang's Triton numerics).
+      {"kjit_fp8_numerics", Kind::kString},
   };
   return {schema, kNumMlaVerifyParams};
 }
@@ -151,6 +189,8 @@ MlaVerifyScalars MlaVerifyScalarsOf(const TypedParams& params) {
   s.k_scale = number(kParamKScale);
   s.v_scale = number(kParamVScale);
   if (const bool* b = std::get_if<bool>(&params[kParamIsCausal])) s.is_causal = *b;
+  if (const std::string* d = std::get_if<std::string>(&params[kParamKvDtype])) s.kv_dtype = *d;
+  if (const std::string* n = std::get_if<std::string>(&params[kParamFp8Numerics])) s.fp8_numerics = *n;
   return s;
 }
 
@@ -308,6 +348,7 @@ StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inpu
   KJIT_RETURN_IF_ERROR(Scale("sm_scale", scalars.sm_scale, 0, &p.sm_scale));
   KJIT_RETURN_IF_ERROR(Scale("k_scale", scalars.k_scale, 1.0, &p.k_scale));
   KJIT_RETURN_IF_ERROR(Scale("v_scale", scalars.v_scale, 1.0, &p.v_scale));
+  KJIT_RETURN_IF_ERROR(KvType(kv, scalars, &p));
   p.is_causal = scalars.is_causal.value_or(true);
   p.qo_indptr_64 = qo.datatype == "INT64";
   p.kv_indptr_64 = kvp.datatype == "INT64";

@@ -22,6 +22,8 @@ struct MlaVerifyScalars {
   std::optional<double> k_scale;   // default 1
   std::optional<double> v_scale;   // default 1
   std::optional<bool> is_causal;   // default true
+  std::optional<std::string> kv_dtype;      // kjit_kv_dtype: "bf16" (default) or "fp8_e4m3"
+  std::optional<std::string> fp8_numerics;  // kjit_fp8_numerics: "dequant" (default) or "fp8"
 };
 
 // Schema positions: indices into MlaVerifyInputSchema() and MlaVerifyLayout::input_slot.
@@ -32,7 +34,8 @@ enum MlaVerifyInput : int {
 enum MlaVerifyOutput : int { kOutO, kOutLse, kNumMlaVerifyOutputs };
 // Parameter positions in MlaVerifyParamSchema().
 enum MlaVerifyParam : int {
-  kParamSmScale, kParamKScale, kParamVScale, kParamIsCausal, kParamMaxDraft, kParamMaxPrefix, kNumMlaVerifyParams
+  kParamSmScale, kParamKScale, kParamVScale, kParamIsCausal, kParamMaxDraft, kParamMaxPrefix, kParamKvDtype,
+  kParamFp8Numerics, kNumMlaVerifyParams
 };
 
 // The schema ModelMetadata and ModelConfig show and the checks below enforce.

@@ -49,6 +49,7 @@ StatusOr<MlaVerifyPlan> PlanMlaVerifyNaive(const MlaVerifyProblem& p, const driv
   MlaVerifyPlan plan;
   plan.family = std::string(kMlaVerifyNaiveFamily);
   plan.specialization = std::string(MlaVerifyNaiveSpecialization(p.mask_kind));
+  plan.kv_dtype = p.kv_dtype;
   plan.num_splits = 1;
   plan.workspace_bytes = kWorkspaceBytes;
   plan.error_word_offset = 0;
@@ -94,6 +95,8 @@ Status LaunchMlaVerifyNaive(const KernelTable& kernels, const MlaVerifyPlan& pla
   params.q = reinterpret_cast<const unsigned short*>(buffers.q);
   params.k_extend = reinterpret_cast<const unsigned short*>(buffers.k_extend);
   params.kv_cache = reinterpret_cast<const unsigned short*>(buffers.kv_cache);
+  params.kv_fp8 = problem.kv_dtype == KvDtype::kFp8E4m3 ? 1 : 0;
+  params.fp8_round = params.kv_fp8 && problem.fp8_numerics == Fp8Numerics::kFp8 ? 1 : 0;
   params.v_extend = problem.check_v_extend ? reinterpret_cast<const unsigned short*>(buffers.v_extend) : nullptr;
   params.v_extend_stride_n = problem.v_extend_stride_n;
   params.qo_indptr = reinterpret_cast<const void*>(buffers.qo_indptr);

@@ -24,6 +24,10 @@ Environment variables (read by :func:`install` when its arguments are None; valu
     ``0`` leaves verify attention on SGLang's Triton kernel (default ``1``).
 ``KJIT_SGLANG_DEFRAG``
     ``0`` leaves SGLang's allocators as they are (default ``1``).
+``KJIT_SGLANG_FP8_NUMERICS``
+    How kjit computes with an fp8 KV cache (``--kv-cache-dtype fp8_e4m3``): ``dequant`` (the
+    default: the cache's values converted to bf16, bf16 MMAs) or ``fp8`` (SGLang Triton's
+    numerics: q and P rounded to e4m3). Anything else is an error; a bf16 cache ignores it.
 
 The patches must be active in SGLang's scheduler processes, which it starts with
 multiprocessing's spawn method. ``python -m kjit.sglang.launch_server <sglang server
@@ -34,7 +38,7 @@ a scheduler entry (:func:`kjit.sglang.scheduler.run_scheduler_process`) that cal
 Importing this package imports neither SGLang, torch nor triton; :func:`install` imports the
 SGLang modules it patches, and ``kjit`` itself is imported on the first routed call.
 """
-from kjit.sglang.patch import install, installed, resolve_switches, uninstall
+from kjit.sglang.patch import install, installed, resolve_fp8_numerics, resolve_switches, uninstall
 from kjit.sglang.verify import stats
 
-__all__ = ["install", "installed", "resolve_switches", "stats", "uninstall"]
+__all__ = ["install", "installed", "resolve_fp8_numerics", "resolve_switches", "stats", "uninstall"]

@@ -34,9 +34,10 @@ def run_server(server_args):
 
 
 def main(argv=None):
-    from kjit.sglang.patch import resolve_switches
+    from kjit.sglang.patch import resolve_fp8_numerics, resolve_switches
 
     switches = resolve_switches()
+    fp8_numerics = resolve_fp8_numerics()
     from sglang.srt.plugins import load_plugins
     from sglang.srt.server_args import prepare_server_args
     from sglang.srt.utils import kill_process_tree
@@ -45,8 +46,9 @@ def main(argv=None):
     suppress_noisy_warnings()
     load_plugins()
     server_args = prepare_server_args(sys.argv[1:] if argv is None else list(argv))
-    logger.info("kjit.sglang: verify routing %s, KV defrag %s (applied in scheduler processes)",
-                "on" if switches["verify"] else "off", "on" if switches["defrag"] else "off")
+    logger.info("kjit.sglang: verify routing %s (fp8 KV cache numerics %s), KV defrag %s (applied in scheduler "
+                "processes)", "on" if switches["verify"] else "off", fp8_numerics,
+                "on" if switches["defrag"] else "off")
     try:
         run_server(server_args)
     finally:

@@ -22,6 +22,7 @@ _FALSE = frozenset(("0", "false", "no", "off"))
 PARTS = ("verify", "defrag")
 _PART_MODULES = {"verify": _verify, "defrag": _defrag}  # each has TARGETS and wrap()
 _ENV = {"verify": "KJIT_SGLANG_VERIFY", "defrag": "KJIT_SGLANG_DEFRAG"}
+FP8_NUMERICS_ENV = "KJIT_SGLANG_FP8_NUMERICS"
 
 _lock = threading.Lock()
 _applied = {part: [] for part in PARTS}  # part -> [_Replacement], in the order applied
@@ -38,6 +39,23 @@ def env_switch(name, default=True):
     if value in _FALSE:
         return False
     raise ValueError(f"{name}={raw!r}: expected 1 or 0 (true/false, yes/no, on/off)")
+
+
+def resolve_fp8_numerics(fp8_numerics=None):
+    """How verify computes with an fp8 KV cache: the argument, else $KJIT_SGLANG_FP8_NUMERICS, else
+    "dequant". ValueError for anything but "dequant" or "fp8"."""
+    choices = _verify.FP8_NUMERICS
+    if fp8_numerics is not None:
+        if fp8_numerics not in choices:
+            raise ValueError(f"fp8_numerics={fp8_numerics!r}: expected one of {', '.join(choices)}")
+        return fp8_numerics
+    raw = os.environ.get(FP8_NUMERICS_ENV, "").strip()
+    if not raw:
+        return choices[0]
+    if raw.lower() not in choices:
+        raise ValueError(f"{FP8_NUMERICS_ENV}={raw!r}: expected {' or '.join(choices)} (how kjit computes "
+                         f"with an fp8 KV cache; default {choices[0]})")
+    return raw.lower()
 
 
 def resolve_switches(verify=None, defrag=None):
@@ -103,15 +121,19 @@ def _apply(part, targets, make_wrapper):
     return done
 
 
-def install(verify=None, defrag=None):
+def install(verify=None, defrag=None, fp8_numerics=None):
     """Applies the parts that are switched on and not yet applied; returns installed().
 
     Arguments override the environment (see the package docstring). A part already applied is
     left as it is, so calling install() again is harmless; parts switched off are not removed
-    (uninstall() does that). Raises RuntimeError when a required SGLang attribute is missing.
+    (uninstall() does that). fp8_numerics ("dequant" or "fp8") is how the verify part has kjit
+    compute with an fp8 KV cache; each call sets it. Raises RuntimeError when a required SGLang
+    attribute is missing, ValueError for a bad switch or fp8_numerics (then nothing changes).
     """
     wanted = resolve_switches(verify, defrag)
+    numerics = resolve_fp8_numerics(fp8_numerics)
     with _lock:
+        _verify.set_fp8_numerics(numerics)
         for part in PARTS:
             if wanted[part] and not _applied[part]:
                 module = _PART_MODULES[part]

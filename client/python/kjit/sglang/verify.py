@@ -7,6 +7,12 @@ extend-like mode without saying which. The mode is known one level up, so the cl
 instance's ``extend_attention_fwd`` at a kjit-first function (made once per backend) for the
 duration of that one call and puts SGLang's function back afterwards. Backends built before
 install() are covered too, and SGLang's function stays reachable as the fallback.
+
+An fp8 KV cache (``--kv-cache-dtype fp8_e4m3``: ``k_buffer`` a float8_e4m3fn view, the layer's
+``k_scale_float`` / ``v_scale_float`` as k_scale / v_scale) is served by kjit as well; how kjit
+computes with it is install()'s ``fp8_numerics`` (``KJIT_SGLANG_FP8_NUMERICS``), passed only for a
+one-byte cache, so a bf16 model is unaffected by the setting. SGLang's fallback gets its own
+arguments, never kjit's keyword.
 """
 import functools
 import logging
@@ -24,6 +30,10 @@ TARGETS = (("sglang.srt.layers.attention.triton_backend", "TritonAttnBackend", "
 
 _ROUTE_ATTR = "_kjit_verify_route"  # instance cache: (SGLang's function, the kjit callable)
 _MAX_LOGGED_REASONS = 32
+_K_BUFFER_ARG = 4  # extend_attention_fwd's positional index of k_buffer
+
+FP8_NUMERICS = ("dequant", "fp8")  # kjit.verify_attention's fp8_numerics values; the first is the default
+_fp8_numerics = FP8_NUMERICS[0]
 
 _kjit = None
 _served = 0
@@ -57,14 +67,32 @@ def _note_fallback(error):
                    reason)
 
 
+def set_fp8_numerics(value):
+    """How kjit computes with an fp8 cache from now on: "dequant" or "fp8" (install() calls this)."""
+    global _fp8_numerics
+    if value not in FP8_NUMERICS:
+        raise ValueError(f"fp8_numerics={value!r}: expected one of {', '.join(FP8_NUMERICS)}")
+    _fp8_numerics = value
+
+
+def _one_byte_cache(args, kwargs):
+    """Whether the call's k_buffer has one-byte elements (SGLang's fp8 cache: a float8_e4m3fn view)."""
+    k_buffer = args[_K_BUFFER_ARG] if len(args) > _K_BUFFER_ARG else kwargs.get("k_buffer")
+    return getattr(getattr(k_buffer, "dtype", None), "itemsize", 0) == 1
+
+
 def _kjit_then_sglang(sglang_fn):
     """An extend_attention_fwd that tries kjit first and runs sglang_fn on kjit.Unsupported."""
 
     def kjit_verify_attention(*args, **kwargs):
         global _served
         kjit = _kjit_module()
+        numerics = _fp8_numerics
         try:
-            kjit.verify_attention(*args, **kwargs)
+            if numerics != FP8_NUMERICS[0] and _one_byte_cache(args, kwargs):
+                kjit.verify_attention(*args, fp8_numerics=numerics, **kwargs)
+            else:
+                kjit.verify_attention(*args, **kwargs)
         except kjit.Unsupported as error:
             _note_fallback(error)
             return sglang_fn(*args, **kwargs)
@@ -124,8 +152,9 @@ def stats():
 
 
 def reset():
-    global _kjit, _served, _fallbacks, _reasons_capped
+    global _kjit, _served, _fallbacks, _reasons_capped, _fp8_numerics
     _kjit = None
     _served = _fallbacks = 0
+    _fp8_numerics = FP8_NUMERICS[0]
     _reasons.clear()
     _reasons_capped = False

@@ -49,6 +49,11 @@ def verify_attention(
     sinks=None,
     window_kv_offsets=None,
     xai_temperature_len=-1,
+    *,
+    lse=None,
+    max_prefix=None,
+    fp8_numerics="dequant",
+    client=None,
 ):
     calls.append(dict(locals()))
     if error is not None:

@@ -16,6 +16,7 @@ class ServerArgs:
     speculative_eagle_topk: Optional[int] = None
     speculative_num_draft_tokens: Optional[int] = None
     disaggregation_mode: str = "null"
+    kv_cache_dtype: str = "auto"
     enable_deterministic_inference: bool = False
     encoder_only: bool = False
     grpc_mode: bool = False
@@ -33,6 +34,7 @@ class ServerArgs:
         parser.add_argument("--speculative-eagle-topk", type=int)
         parser.add_argument("--speculative-num-draft-tokens", type=int)
         parser.add_argument("--disaggregation-mode", type=str, default="null")
+        parser.add_argument("--kv-cache-dtype", type=str, default="auto")
         parser.add_argument("--enable-deterministic-inference", action="store_true")
         parser.add_argument("--encoder-only", action="store_true")
         parser.add_argument("--grpc-mode", action="store_true")

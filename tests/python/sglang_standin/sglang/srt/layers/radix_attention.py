@@ -10,7 +10,9 @@ class RadixAttention:
         self.logit_cap = logit_cap
         self.sliding_window_size = sliding_window_size
         self.xai_temperature_len = -1
+        # Set from the checkpoint for an fp8 KV cache (k_scale_float / v_scale_float their values).
         self.k_scale = self.v_scale = None
+        self.k_scale_float = self.v_scale_float = None
 
     def forward(self, q, k, v, forward_batch, save_kv_cache=True, **kwargs):
         k = k.reshape(-1, self.tp_k_head_num, self.qk_head_dim)

@@ -12,10 +12,11 @@ from sglang.srt.model_executor.model_runner import KV_LORA_RANK, QK_ROPE_HEAD_DI
 CALLS = []  # the arguments of every run_scheduler_process call in this process
 
 
-def build_batch(runner, mode, prefix_lens=(3, 5), extend_len=None, seed=0):
+def build_batch(runner, mode, prefix_lens=(3, 5), extend_len=None, seed=0, kv_scales=None):
     """(layer, q, k, v, forward_batch) for one layer of `runner` in forward mode `mode`: prefix
     slots allocated and mapped, then extend_len new tokens per sequence (the draft tokens in
-    TARGET_VERIFY, where extend_len defaults to speculative_num_draft_tokens)."""
+    TARGET_VERIFY, where extend_len defaults to speculative_num_draft_tokens). kv_scales: the
+    layer's (k_scale, v_scale), as a checkpoint with an fp8 KV cache gives them."""
     rng = np.random.default_rng(seed)
     mla = runner.attn_backend.use_mla
     heads = runner.model_config.num_attention_heads
@@ -25,6 +26,9 @@ def build_batch(runner, mode, prefix_lens=(3, 5), extend_len=None, seed=0):
         qk_dim = v_dim = runner.model_config.head_dim
     layer = RadixAttention(heads, qk_dim, qk_dim ** -0.5, num_kv_heads=1, layer_id=0,
                            v_head_dim=v_dim)
+    if kv_scales is not None:
+        layer.k_scale_float, layer.v_scale_float = kv_scales
+        layer.k_scale, layer.v_scale = (np.float32(x) for x in kv_scales)
     if extend_len is None:
         extend_len = runner.server_args.speculative_num_draft_tokens
     allocator = runner.token_to_kv_pool_allocator

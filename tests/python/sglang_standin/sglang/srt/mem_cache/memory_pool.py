@@ -17,6 +17,8 @@ class MLATokenToKVPool:
         return self.kv_buffer[layer_id][..., : self.kv_lora_rank]  # a strided view
 
     def set_kv_buffer(self, layer, loc, cache_k, cache_v):
+        if self.dtype == np.uint8:  # an fp8 cache's bytes: only their dtype and layout matter here
+            cache_k = np.clip(cache_k, 0, 255)
         self.kv_buffer[layer.layer_id][loc] = cache_k
 
 

@@ -30,15 +30,17 @@ class ModelRunner:
         self.device = "cpu"
         self.page_size = server_args.page_size
         self.max_total_num_tokens = pool_size
-        self.kv_cache_dtype = np.float16
+        # --kv-cache-dtype fp8_e4m3: SGLang keeps uint8 storage viewed as float8_e4m3fn; numpy has
+        # no fp8, so the stand-in's cache is the uint8 storage itself (one byte per element).
+        self.kv_cache_dtype = np.uint8 if server_args.kv_cache_dtype == "fp8_e4m3" else np.float16
         arch = AttentionArch.MLA if mla else AttentionArch.MHA
         self.model_config = ModelConfig(arch, num_heads, head_dim)
         self.req_to_token_pool = ReqToTokenPool(max_reqs, max_context_len)
         if mla:
-            self.token_to_kv_pool = MLATokenToKVPool(pool_size, self.page_size, np.float16,
+            self.token_to_kv_pool = MLATokenToKVPool(pool_size, self.page_size, self.kv_cache_dtype,
                                                      KV_LORA_RANK, QK_ROPE_HEAD_DIM, 1)
         else:
-            self.token_to_kv_pool = MHATokenToKVPool(pool_size, self.page_size, np.float16,
+            self.token_to_kv_pool = MHATokenToKVPool(pool_size, self.page_size, self.kv_cache_dtype,
                                                      1, head_dim, 1)
         self.token_to_kv_pool_allocator = None
         self._init_pools()

@@ -1,6 +1,7 @@
 """TritonAttnBackend as far as kjit.sglang relies on it: __init__ binds the kernel launcher per
 instance from a lazy import, and forward_extend calls it with 16 positional and 5 keyword
-arguments for every extend-like mode."""
+arguments for every extend-like mode (k_scale and v_scale: the layer's float scales when it has
+them, as for an fp8 KV cache, else 1.0)."""
 from dataclasses import dataclass
 from typing import Optional
 
@@ -79,7 +80,13 @@ class TritonAttnBackend(AttentionBackend):
         o = np.empty((q.shape[0], layer.tp_q_head_num * layer.v_head_dim), dtype=q.dtype)
         pool = forward_batch.token_to_kv_pool
         if save_kv_cache:
-            pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v)
+            # MLA stores k / k_scale (MLATokenToKVPool takes no scales).
+            cache_k = k if layer.k_scale is None else k / layer.k_scale_float
+            pool.set_kv_buffer(layer, forward_batch.out_cache_loc, cache_k, v)
+        if layer.k_scale is not None and layer.v_scale is not None:
+            k_descale, v_descale = layer.k_scale_float, layer.v_scale_float
+        else:
+            k_descale = v_descale = 1.0
         meta = self.forward_metadata
         self.extend_attention_fwd(
             q.reshape(-1, layer.tp_q_head_num, layer.qk_head_dim),
@@ -95,8 +102,8 @@ class TritonAttnBackend(AttentionBackend):
             True,
             meta.mask_indptr,
             meta.max_extend_len,
-            1.0,
-            1.0,
+            k_descale,
+            v_descale,
             layer.scaling,
             logit_cap=layer.logit_cap,
             sliding_window_size=-1,
