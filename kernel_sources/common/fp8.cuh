@@ -76,7 +76,11 @@ __device__ __forceinline__ unsigned RoundToE4m3PairBf16x2(float lo, float hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   unsigned short pair;
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
-  return E4m3PairHighBytesToBf16x2(__byte_perm(static_cast<unsigned>(pair), 0u, 0x1404));
+  unsigned r = E4m3PairHighBytesToBf16x2(__byte_perm(static_cast<unsigned>(pair), 0u, 0x1404));
+  // satfinite keeps NaN as the e4m3 NaN byte, which the bit arithmetic reads as 480: NaN stays NaN.
+  if (lo != lo) r = (r & 0xffff0000u) | 0x7fc0u;
+  if (hi != hi) r = (r & 0x0000ffffu) | 0x7fc00000u;
+  return r;
 #else
   auto round1 = [](float x) {
     const float a = fminf(fabsf(x), 448.f);

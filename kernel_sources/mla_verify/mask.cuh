@@ -41,7 +41,7 @@ struct TreeMask {
   // Branch-free: the load address is clamped into the mask and the result masked, so a caller
   // can issue all of a tile's loads back to back (they overlap the tile's Q.K^T).
   __device__ __forceinline__ bool Allowed(const MlaVerifyParams& p, int r, int c, int draft) const {
-    const bool in_tree = ok && c < draft && r < draft && !(p.is_causal && c > r);
+    const bool in_tree = ok && c < draft && r < draft && !((p.is_causal & kCausalBit) != 0 && c > r);
     if (kPacked) {
       long long i = base + r * row_pitch + (c >> 5);
       i = i < 0 ? 0 : (i >= p.mask_len ? p.mask_len - 1 : i);

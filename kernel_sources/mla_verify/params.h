@@ -48,15 +48,16 @@ struct MlaVerifyParams {
   int rows_cap;    // max_draft * H: rows of one request's states
   int error_slot_count;  // the split kernel's CTAs
   int combine_row_parts;  // the combine's layout (traits.h: CombineIsWide, CombinePartsOf)
-  int is_causal;
+  int is_causal;  // bit 0: causal; bit 1: fp8 numerics' rounding of q and P (read by kKv = 1 kernels)
   int qo_indptr_64, kv_indptr_64;  // 1: that index pointer holds int64 entries
   float prefix_scale_log2;  // sm_scale * k_scale * log2(e)
   float tree_scale_log2;    // sm_scale * log2(e)
   float v_scale;
-  // Appended (a plan of an older client leaves it out; only the fp8 kernels read it): 1 = round q
-  // and P to e4m3 in the prefix CTAs (Fp8Numerics::kFp8), 0 = dequant numerics.
-  int fp8_round;
 };
+// The size an older in-process client passes: new flags go into existing fields' spare bits.
+static_assert(sizeof(MlaVerifyParams) == 256, "MlaVerifyParams keeps its size across client versions");
+constexpr int kCausalBit = 1;    // MlaVerifyParams::is_causal bits
+constexpr int kFp8RoundBit = 2;
 
 // Error bits (same values as runtime/kernels/mla_verify/args.h's MlaVerifyError).
 constexpr unsigned kErrKvIndexOutOfRange = 1u << 0;

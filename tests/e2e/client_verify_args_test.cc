@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -52,15 +53,16 @@ TEST(ClientVerifyArgs, CurrentSizeIsUsedAsIs) {
 
 TEST(ClientVerifyArgs, CallersBuiltBeforeFp8NumericsAreAcceptedWithDequant) {
   EXPECT_EQ(kVerifyArgsBeforeFp8Numerics, sizeof(kjit_mla_verify_args) - sizeof(int64_t));
-  // An older caller's struct ends before fp8_numerics: whatever lies beyond must not be read.
-  alignas(kjit_mla_verify_args) unsigned char bytes[sizeof(kjit_mla_verify_args)];
-  std::memset(bytes, 0xff, sizeof(bytes));
+  // An older caller's struct ends before fp8_numerics: it sits in a heap block of exactly its size,
+  // so that a read past it is a heap overflow for a sanitizer build, not a read of something else.
+  const auto bytes = std::make_unique<unsigned char[]>(kVerifyArgsBeforeFp8Numerics);
   kjit_mla_verify_args a = ValidArgs();
   a.kv_cache.dtype = KJIT_DTYPE_FP8_E4M3;
   a.struct_size = kVerifyArgsBeforeFp8Numerics;
-  std::memcpy(bytes, &a, kVerifyArgsBeforeFp8Numerics);
+  std::memcpy(bytes.get(), &a, kVerifyArgsBeforeFp8Numerics);
   kjit_mla_verify_args storage;
-  auto got = CurrentVerifyArgs(reinterpret_cast<const kjit_mla_verify_args*>(bytes), &storage);
+  std::memset(&storage, 0xff, sizeof(storage));  // every field the copy leaves is set by it
+  auto got = CurrentVerifyArgs(reinterpret_cast<const kjit_mla_verify_args*>(bytes.get()), &storage);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(*got, &storage);
   EXPECT_EQ(storage.struct_size, sizeof(kjit_mla_verify_args));

@@ -134,38 +134,26 @@ class KjitdTest(unittest.TestCase):
             if numerics:
                 req.parameters["kjit_fp8_numerics"].string_param = numerics
             self.assertEqual(self.infer_details(req), bf16, numerics)
-        bad = self.grpc.StatusCode.INVALID_ARGUMENT
-        # UINT8 without kjit_kv_dtype: names the tensor and what to set.
-        req = make_infer_request(self.pb, fp8=True)
-        del req.parameters["kjit_kv_dtype"]
-        code, details = self.infer_details(req)
-        self.assertEqual(code, bad)
-        self.assertIn("'kv_cache'", details)
-        self.assertIn("set parameter 'kjit_kv_dtype' to \"fp8_e4m3\"", details)
-        # BF16 with it.
-        req = self.infer_request()
-        req.parameters["kjit_kv_dtype"].string_param = "fp8_e4m3"
-        code, details = self.infer_details(req)
-        self.assertEqual(code, bad)
-        self.assertIn("'kv_cache'", details)
-        self.assertIn("an fp8 cache travels as UINT8", details)
-        # A cache type kjit does not know.
-        req = make_infer_request(self.pb, fp8=True)
-        req.parameters["kjit_kv_dtype"].string_param = "int4"
-        code, details = self.infer_details(req)
-        self.assertEqual(code, bad)
-        self.assertIn("'kjit_kv_dtype' is \"int4\"; use \"bf16\" or \"fp8_e4m3\"", details)
-        # Numerics with a bf16 cache, and a numerics value kjit does not know.
-        req = self.infer_request()
-        req.parameters["kjit_fp8_numerics"].string_param = "fp8"
-        code, details = self.infer_details(req)
-        self.assertEqual(code, bad)
-        self.assertIn("'kjit_fp8_numerics' applies to an fp8 cache only", details)
-        req = make_infer_request(self.pb, fp8=True)
-        req.parameters["kjit_fp8_numerics"].string_param = "e4m3"
-        code, details = self.infer_details(req)
-        self.assertEqual(code, bad)
-        self.assertIn("'kjit_fp8_numerics' is \"e4m3\"; use \"dequant\" or \"fp8\"", details)
+        # Each bad combination is INVALID_ARGUMENT saying what to fix: (fp8 request?, parameter
+        # changes (None: removed), what the details must hold).
+        cases = [
+            (True, {"kjit_kv_dtype": None}, ["'kv_cache'", "set parameter 'kjit_kv_dtype' to \"fp8_e4m3\""]),
+            (False, {"kjit_kv_dtype": "fp8_e4m3"}, ["'kv_cache'", "an fp8 cache travels as UINT8"]),
+            (True, {"kjit_kv_dtype": "int4"}, ["'kjit_kv_dtype' is \"int4\"; use \"bf16\" or \"fp8_e4m3\""]),
+            (False, {"kjit_fp8_numerics": "fp8"}, ["'kjit_fp8_numerics' applies to an fp8 cache only"]),
+            (True, {"kjit_fp8_numerics": "e4m3"}, ["'kjit_fp8_numerics' is \"e4m3\"; use \"dequant\" or \"fp8\""]),
+        ]
+        for fp8, changes, wants in cases:
+            req = make_infer_request(self.pb, fp8=True) if fp8 else self.infer_request()
+            for name, value in changes.items():
+                if value is None:
+                    del req.parameters[name]
+                else:
+                    req.parameters[name].string_param = value
+            code, details = self.infer_details(req)
+            self.assertEqual(code, self.grpc.StatusCode.INVALID_ARGUMENT, (changes, details))
+            for want in wants:
+                self.assertIn(want, details, changes)
 
     def test_metadata_and_config_show_the_cache_and_its_parameters(self):
         mm = self.infer.ModelMetadata(self.pb.ModelMetadataRequest(name="mla_verify"))

@@ -206,11 +206,9 @@ MlaCase WithPaddedStrides(const MlaCase& dense) {
   return c;
 }
 
-TEST_P(MlaVerifyGpu, RowStridesLargerThanTheRowsAreHonored) {
-  const MlaCase dense = reference::MakeCase(MediumSpec(91));
-  const MlaCase strided = WithPaddedStrides(dense);
-  const RunResult a = Check(dense, "dense");
-  const RunResult b = Check(strided, "strided");
+// The strided run's rows equal the dense run's bitwise, and the gaps between them keep their poison.
+void ExpectStridedRowsEqualDense(const MlaCase& dense, const MlaCase& strided, const RunResult& a,
+                                 const RunResult& b) {
   ASSERT_FALSE(a.o.empty() || b.o.empty());
   const int64_t row = static_cast<int64_t>(dense.problem.num_heads) * kernels::kMlaVDim;
   for (int64_t n = 0; n < dense.problem.num_q; ++n) {
@@ -220,6 +218,14 @@ TEST_P(MlaVerifyGpu, RowStridesLargerThanTheRowsAreHonored) {
       ASSERT_EQ(b.o[n * strided.problem.o_stride_n + i], 0xFFFF) << "wrote into the gap after row " << n;
     }
   }
+}
+
+TEST_P(MlaVerifyGpu, RowStridesLargerThanTheRowsAreHonored) {
+  const MlaCase dense = reference::MakeCase(MediumSpec(91));
+  const MlaCase strided = WithPaddedStrides(dense);
+  const RunResult a = Check(dense, "dense");
+  const RunResult b = Check(strided, "strided");
+  ExpectStridedRowsEqualDense(dense, strided, a, b);
 }
 
 CaseSpec SmallSpec(uint64_t seed, kernels::MaskKind mask) {
@@ -437,12 +443,7 @@ TEST_P(MlaVerifyFp8Gpu, RowStridesLargerThanTheRowsAreHonored) {
   const MlaCase strided = WithPaddedStrides(dense);
   const RunResult a = Check(dense, "dense");
   const RunResult b = Check(strided, "strided");
-  ASSERT_FALSE(a.o.empty() || b.o.empty());
-  const int64_t row = static_cast<int64_t>(dense.problem.num_heads) * kernels::kMlaVDim;
-  for (int64_t n = 0; n < dense.problem.num_q; ++n) {
-    if (dense.row_is_padding[n]) continue;
-    ASSERT_EQ(std::memcmp(&a.o[n * row], &b.o[n * strided.problem.o_stride_n], row * 2), 0) << "row " << n;
-  }
+  ExpectStridedRowsEqualDense(dense, strided, a, b);
 }
 
 // The error of each numerics against the exact float64 math on a K1-like shape, printed for the
@@ -467,9 +468,6 @@ TEST_P(MlaVerifyFp8Gpu, ErrorAgainstTheExactMathIsMeasured) {
     EXPECT_GT(cmp.numerics_rel_frobenius, 5 * 4e-3) << "q and P in e4m3 should be far coarser than bf16";
     EXPECT_GT(cmp.numerics_rel_frobenius, 2 * cmp.max_rel_frob) << "the case no longer tells the numerics apart";
     EXPECT_LT(cmp.rel_frobenius, cmp.rel_frobenius_exact) << "the kernel does not follow the fp8 numerics";
-  } else {
-    EXPECT_EQ(cmp.rel_frobenius_exact, cmp.rel_frobenius);
-    EXPECT_LE(cmp.rel_frobenius_exact, 4e-3);
   }
 }
 

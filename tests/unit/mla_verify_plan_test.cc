@@ -349,6 +349,13 @@ TEST(MlaVerifyPlanTest, AnFp8CacheTakesTheFp8SpecializationOnEveryTileThatHasOne
   ASSERT_FALSE(large.ok());
   EXPECT_EQ(large.status().code(), absl::StatusCode::kUnimplemented);  // clients fall back on it
   EXPECT_NE(std::string(large.status().message()).find("fp8 kv_cache"), std::string::npos) << large.status();
+  // Values outside the enums are refused, not planned as a bf16 cache.
+  MlaVerifyProblem odd = p;
+  odd.kv_dtype = static_cast<KvDtype>(7);
+  EXPECT_EQ(PlanMlaVerify(odd, H200()).status().code(), absl::StatusCode::kInvalidArgument);
+  odd = p;
+  odd.fp8_numerics = static_cast<Fp8Numerics>(-1);
+  EXPECT_EQ(PlanMlaVerify(odd, H200()).status().code(), absl::StatusCode::kInvalidArgument);
   // The split model is the cache type's: the same splits for the same shape.
   auto bf16 = PlanMlaVerify(Problem(1, 8, 16, 65536), H200());
   ASSERT_TRUE(bf16.ok());

@@ -143,11 +143,11 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   params.max_draft = p.max_draft;
   params.num_splits = plan.num_splits;
   params.rows_cap = static_cast<int>(rows_cap);
-  params.is_causal = p.is_causal ? 1 : 0;
+  const bool fp8_round = p.kv_dtype == KvDtype::kFp8E4m3 && p.fp8_numerics == Fp8Numerics::kFp8;
+  params.is_causal = (p.is_causal ? mla::kCausalBit : 0) | (fp8_round ? mla::kFp8RoundBit : 0);
   params.prefix_scale_log2 = p.sm_scale * p.k_scale * kLog2e;
   params.tree_scale_log2 = p.sm_scale * kLog2e;
   params.v_scale = p.v_scale;
-  params.fp8_round = p.kv_dtype == KvDtype::kFp8E4m3 && p.fp8_numerics == Fp8Numerics::kFp8 ? 1 : 0;
 
   KJIT_RETURN_IF_ERROR(Launch(*api, split, plan.main, stream, &params, "mla_verify: launch split kernel"));
   return Launch(*api, combine, plan.combine, stream, &params, "mla_verify: launch combine");

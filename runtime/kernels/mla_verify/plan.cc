@@ -55,6 +55,10 @@ Status CheckLimits(const MlaVerifyProblem& p) {
     return Invalid("num_slots, num_kv_indices and mask_len must be >= 0");
   if (p.mask_kind != MaskKind::kBool && p.mask_kind != MaskKind::kPacked)
     return Invalid("mask_kind must be kBool or kPacked");
+  if (p.kv_dtype != KvDtype::kBf16 && p.kv_dtype != KvDtype::kFp8E4m3)
+    return Invalid("kv_dtype must be kBf16 or kFp8E4m3");
+  if (p.fp8_numerics != Fp8Numerics::kDequant && p.fp8_numerics != Fp8Numerics::kFp8)
+    return Invalid("fp8_numerics must be kDequant or kFp8");
   // 16-byte cp.async rows: q and k_extend strides in multiples of 8 bf16.
   if (p.q_stride_h < kMlaKDim || p.q_stride_h % 8 != 0)
     return Invalid(absl::StrCat("q_stride_h = ", p.q_stride_h, "; need a multiple of 8, >= 576"));
