@@ -165,6 +165,38 @@ TEST_P(MlaVerifyGpu, OutOfRangeSlotSetsTheErrorBitAndIsMasked) {
   EXPECT_EQ(clean.error_word, 0u) << "the error word must be zeroed by the launch";
 }
 
+// One captured graph replayed over inputs with and without an out-of-range slot: each replay's error
+// word is its own (the merge mode's ticket resets itself; the workspace is re-poisoned before each).
+TEST_P(MlaVerifyGpu, EachGraphReplayReportsItsOwnErrors) {
+  GpuRuntime& rt = GpuRuntime::Get();
+  const CaseSpec s = MediumSpec(63);
+  const MlaCase clean = reference::MakeCase(s), bad = WithOutOfRangeSlots(s);
+  StatusOr<kernels::MlaVerifyPlan> plan = PlanFor(family(), clean, rt.device);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto d = DeviceCase::Create(bad, plan->workspace_bytes);
+  ASSERT_TRUE(d.ok()) << d.status();
+  CUstream stream = rt.stream->get();
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  ASSERT_TRUE(driver::Check(rt.api->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED), "capture").ok());
+  const Status launched = family().launch(*rt.kernels, *plan, clean.problem, (*d)->Buffers(true), stream);
+  ASSERT_TRUE(driver::Check(rt.api->cuStreamEndCapture(stream, &graph), "end capture").ok());
+  ASSERT_TRUE(launched.ok()) << launched;
+  ASSERT_TRUE(driver::Check(rt.api->cuGraphInstantiate(&exec, graph, 0), "instantiate").ok());
+  for (const MlaCase* c : {&bad, &clean, &clean, &bad, &clean}) {
+    ASSERT_TRUE((*d)->Upload(*c).ok());
+    for (int replay = 0; replay < 3; ++replay) {  // the second and third on the workspace the first left
+      ASSERT_TRUE(driver::Check(rt.api->cuGraphLaunch(exec, stream), "graph launch").ok());
+      ASSERT_TRUE(rt.stream->Synchronize().ok());
+      RunResult r;
+      ASSERT_TRUE((*d)->Download(&r.o, &r.lse, &r.error_word, plan->error_word_offset).ok());
+      EXPECT_EQ(r.error_word, c == &bad ? kernels::kMlaErrKvIndexOutOfRange : 0u) << "replay " << replay;
+    }
+  }
+  rt.api->cuGraphExecDestroy(exec);
+  rt.api->cuGraphDestroy(graph);
+}
+
 TEST_P(MlaVerifyGpu, EverySplitCountMatchesTheReference) {
   MlaCase c = reference::MakeCase(MediumSpec(81));
   for (int splits : {1, 2, 3, 7, 64}) {  // the oracle ignores the hint; the fast family must not care
@@ -316,7 +348,8 @@ TEST_P(MlaVerifyGpu, Fp8CacheIsPlannedOrRefusedAsUnimplemented) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, MlaVerifyGpu, ::testing::Values(kFast, kFastTile32x16, kFastTile64x64, kNaive),
+INSTANTIATE_TEST_SUITE_P(Families, MlaVerifyGpu,
+                         ::testing::Values(kFast, kFastTile32x16, kFastTile64x64, kFastCluster, kFastTile32x16Cluster, kNaive),
                          [](const ::testing::TestParamInfo<Family>& info) { return std::string(info.param.name); });
 
 // ---- fp8 e4m3 cache: every family that plans one, in both numerics ----
@@ -488,7 +521,7 @@ TEST_P(MlaVerifyFp8Gpu, SanitizeOutOfRangeSlotAndSeveralTiles) {
 
 INSTANTIATE_TEST_SUITE_P(
     Families, MlaVerifyFp8Gpu,
-    ::testing::Combine(::testing::Values(kFast, kFastTile32x16, kNaive),
+    ::testing::Combine(::testing::Values(kFast, kFastTile32x16, kFastCluster, kNaive),
                        ::testing::Values(kernels::Fp8Numerics::kDequant, kernels::Fp8Numerics::kFp8)),
     [](const ::testing::TestParamInfo<std::tuple<Family, kernels::Fp8Numerics>>& info) {
       const bool fp8 = std::get<1>(info.param) == kernels::Fp8Numerics::kFp8;
