@@ -1,6 +1,6 @@
 // kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|64x64] [--only LABEL[|LABEL...]]
 //              [--define NAME=VALUE]... [--graph-calls N] [--timeline] [--proxy sm_120] [--compile-only]
-//              [--kv bf16,fp8,fp8-numerics] [--merge planned,combine,cluster]
+//              [--kv bf16,fp8,fp8-numerics]
 // Roofline of the mla_verify kernel: KERNEL.md's seven shapes, batch sweeps (H8 D16 at P16k, P4k and
 // P1k) and a prefix sweep (H8 D16, 1k..256k). Per row: model bytes and FLOPs, floor = max(bytes / copy
 // bandwidth, FLOPs / mma.sync peak) with both ceilings measured in this run, and median times over
@@ -17,9 +17,7 @@
 // 6000 (proxy.cc) and projects each row onto it. --kv lists the caches each shape runs with (default
 // bf16,fp8): a bf16 cache; an fp8 e4m3 cache with dequant numerics ("fp8") or with SGLang Triton's fp8
 // numerics ("fp8-numerics"). An fp8 row's bytes count one byte per cache element; its FLOPs floor is
-// the bf16 mma.sync peak's, since both numerics run bf16 MMAs. --merge lists the merges each row runs
-// with (default planned: the plan's choice): the combine kernel, or the merge in the split kernel's
-// clusters (sm_90+, at most 7 splits); the splits column marks the latter "cl".
+// the bf16 mma.sync peak's, since both numerics run bf16 MMAs.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -38,7 +36,6 @@
 #include "bench/kernel_bench/proxy.h"
 #include "bench/kernel_bench/sanity.h"
 #include "bench/kernel_bench/timeline.h"
-#include "kernel_sources/mla_verify/params.h"
 #include "kernel_sources/mla_verify/traits.h"
 #include "runtime/kernels/kernel_compiler.h"
 #include "runtime/kernels/mla_verify/launch.h"
@@ -59,7 +56,6 @@ struct Options {
   bool proxy = false;  // --proxy sm_120
   bool compile_only = false;
   std::vector<std::string> kv = {"bf16", "fp8"};  // --kv
-  std::vector<int> merges = {kernels::MlaVerifyPlanOptions::kMergePlanned};  // --merge
 };
 
 std::vector<kernels::Specialization> Specs(const std::vector<std::string>& defines, int tile) {
@@ -152,13 +148,10 @@ Status RunShape(const Bench& bench, const Shape& s, std::string* md, std::string
   const int rotations = static_cast<int>(std::min<double>(16, std::max<double>(1, 3 * 60e6 / (bytes + 1))));
   KJIT_ASSIGN_OR_RETURN(BenchInputs in, BenchInputs::Create(s, rotations, 1000 + s.prefix));
   for (int splits : opt.splits) {
-   for (int merge : opt.merges) {
     const kernels::MlaVerifyProblem p = in.problem();
     const driver::DeviceInfo& plan_dev = bench.proxy ? bench.proxy->plan_device : bench.dev;
-    auto planned = kernels::PlanMlaVerify(p, plan_dev, {.tile = opt.tile, .num_splits = splits, .merge = merge});
-    if (!planned.ok() && merge == kernels::MlaVerifyPlanOptions::kMergeCluster && splits >= mla::kClusterMaxStates)
-      continue;  // more splits than a cluster holds
-    KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, std::move(planned));
+    KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan,
+                          kernels::PlanMlaVerify(p, plan_dev, {.tile = opt.tile, .num_splits = splits}));
     ProxyResidency residency;
     if (bench.proxy) {
       KJIT_ASSIGN_OR_RETURN(residency, bench.proxy->MatchResidency(bench.table, &plan));
@@ -173,9 +166,8 @@ Status RunShape(const Bench& bench, const Shape& s, std::string* md, std::string
     if (err != 0 && opt.defines.empty())
       return absl::InternalError(absl::StrCat(s.label, ": kernel raised error bits ", err));
     const double floor_us = std::max(bytes / bench.ceil.copy_bytes_per_s, flops / bench.ceil.mma_flops_per_s) * 1e6;
-    const std::string split_col = absl::StrCat(plan.num_splits, plan.main.cluster_z > 1 ? " cl" : "");
-    std::string row = absl::StrFormat("| %s | %d | %d | %d | %d | %s | %.1f | %.2f | %.1f | %.1f | %.1f | %.1f | %.2f |",
-                                      s.label, s.batch, s.heads, s.draft, s.prefix, split_col, bytes / 1e6,
+    std::string row = absl::StrFormat("| %s | %d | %d | %d | %d | %d | %.1f | %.2f | %.1f | %.1f | %.1f | %.1f | %.2f |",
+                                      s.label, s.batch, s.heads, s.draft, s.prefix, plan.num_splits, bytes / 1e6,
                                       flops / 1e9, floor_us, t.eager_us, t.graph_us, t.graph_n_us, t.graph_us / floor_us);
     if (bench.proxy) {
       KJIT_ASSIGN_OR_RETURN(const double hz, MeasureSmClockHz(bench.table, bench.dev, bench.stream));
@@ -187,12 +179,11 @@ Status RunShape(const Bench& bench, const Shape& s, std::string* md, std::string
     if (opt.timeline) {
       KJIT_ASSIGN_OR_RETURN(const double hz, MeasureSmClockHz(bench.table, bench.dev, bench.stream));
       KJIT_ASSIGN_OR_RETURN(std::string tl, MeasureTimeline(bench.table, plan, bench.stream, 15, hz, launch));
-      const std::string head = absl::StrFormat("\n### %s, %s splits (graph %.1f us, eager %.1f us)\n\n", s.label,
-                                               split_col, t.graph_us, t.eager_us);
+      const std::string head = absl::StrFormat("\n### %s, %d splits (graph %.1f us, eager %.1f us)\n\n", s.label,
+                                               plan.num_splits, t.graph_us, t.eager_us);
       std::printf("%s%s", head.c_str(), tl.c_str());
       absl::StrAppend(details, head, tl);
     }
-   }
   }
   return absl::OkStatus();
 }
@@ -271,7 +262,7 @@ Status Run(Options opt) {
 constexpr char kUsage[] =
     "usage: kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|64x64] [--only LABEL[|LABEL...]] "
     "[--define NAME=VALUE]... [--graph-calls N] [--timeline] [--proxy sm_120] [--compile-only] "
-    "[--kv bf16,fp8,fp8-numerics] [--merge planned,combine,cluster]\n";
+    "[--kv bf16,fp8,fp8-numerics]\n";
 
 // Parses argv into opt; false (after a message) on a bad argument.
 bool Parse(int argc, char** argv, Options* opt) {
@@ -317,21 +308,6 @@ bool Parse(int argc, char** argv, Options* opt) {
       }
       if (opt->kv.empty()) {
         std::fputs("kernel_bench: --kv needs at least one of bf16, fp8, fp8-numerics\n", stderr);
-        return false;
-      }
-    } else if (!std::strcmp(argv[i], "--merge") && has_value) {
-      opt->merges.clear();
-      for (const std::string& m : std::vector<std::string>(absl::StrSplit(argv[++i], ',', absl::SkipEmpty()))) {
-        using O = kernels::MlaVerifyPlanOptions;
-        const int v = m == "planned" ? O::kMergePlanned : m == "combine" ? O::kMergeCombine : m == "cluster" ? O::kMergeCluster : -1;
-        if (v < 0) {
-          std::fprintf(stderr, "kernel_bench: --merge takes planned, combine and cluster, not %s\n", m.c_str());
-          return false;
-        }
-        opt->merges.push_back(v);
-      }
-      if (opt->merges.empty()) {
-        std::fputs("kernel_bench: --merge needs at least one of planned, combine, cluster\n", stderr);
         return false;
       }
     } else if (!std::strcmp(argv[i], "--timeline")) {

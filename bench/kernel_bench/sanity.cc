@@ -12,10 +12,10 @@ namespace kjit::bench {
 namespace {
 
 Status RunCase(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev, CUstream stream,
-               const reference::CaseSpec& spec, int tile, int merge) {
+               const reference::CaseSpec& spec, int tile) {
   const reference::MlaCase c = reference::MakeCase(spec);
   const kernels::MlaVerifyProblem& p = c.problem;
-  KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, kernels::PlanMlaVerify(p, dev, {.tile = tile, .merge = merge}));
+  KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, kernels::PlanMlaVerify(p, dev, {.tile = tile}));
   KJIT_ASSIGN_OR_RETURN(std::unique_ptr<gputest::DeviceCase> d,
                         gputest::DeviceCase::Create(c, plan.workspace_bytes));  // outputs poisoned
   KJIT_RETURN_IF_ERROR(kernels::LaunchMlaVerify(kernels, plan, p, d->Buffers(p.write_lse), stream));
@@ -27,9 +27,8 @@ Status RunCase(const kernels::KernelTable& kernels, const driver::DeviceInfo& de
   KJIT_RETURN_IF_ERROR(d->Download(&got, &got_lse, &err, plan.error_word_offset));
   const reference::RefOutput want = reference::Reference(c);
   const reference::Comparison cmp = reference::Compare(c, want, got, p.write_lse ? got_lse : std::vector<float>{});
-  std::printf("sanity %s%s B%d splits=%d%s: %s\n", plan.specialization.c_str(),
+  std::printf("sanity %s%s B%d splits=%d: %s\n", plan.specialization.c_str(),
               reference::UsesFp8Numerics(p) ? " (fp8 numerics)" : "", p.batch, plan.num_splits,
-              plan.main.cluster_z > 1 ? " (merged in clusters)" : "",
               cmp.Describe().c_str());
   if (!cmp.ok()) return absl::InternalError(absl::StrCat("mla_verify disagrees with the reference: ", cmp.Describe()));
   if (err != 0) return absl::InternalError(absl::StrCat("mla_verify raised error bits ", err, " on a valid case"));
@@ -69,11 +68,7 @@ Status CheckAgainstReference(const kernels::KernelTable& kernels, const driver::
     f.fp8_numerics = i == 2 ? kernels::Fp8Numerics::kFp8 : kernels::Fp8Numerics::kDequant;
     specs.push_back(f);
   }
-  // Each with the combine and, on sm_90+, merged in the split kernel's clusters.
-  std::vector<int> merges = {kernels::MlaVerifyPlanOptions::kMergeCombine};
-  if (dev.cc_major >= 9) merges.push_back(kernels::MlaVerifyPlanOptions::kMergeCluster);
-  for (const auto& s : specs)
-    for (int merge : merges) KJIT_RETURN_IF_ERROR(RunCase(kernels, dev, stream, s, tile, merge));
+  for (const auto& s : specs) KJIT_RETURN_IF_ERROR(RunCase(kernels, dev, stream, s, tile));
   return absl::OkStatus();
 }
 

@@ -36,8 +36,7 @@ double Median(std::vector<double> v) {
 std::string Us(double v) { return v < 0 ? "-" : absl::StrFormat("%.2f", v); }
 
 const char* const kPointNames[] = {"entry",           "request loaded", "tile 0's copies issued", "Q landed",
-                                   "first S",         "loop end",       "partial O staged",       "state written (merge mode)",
-                                   "exit"};
+                                   "first S",         "loop end",       "partial O staged",       "exit"};
 
 }  // namespace
 
@@ -108,13 +107,11 @@ StatusOr<std::string> MeasureTimeline(const kernels::KernelTable& table, const k
     c_exit.push_back(cx);
   }
   std::string md = absl::StrFormat(
-      "Timeline: %ld split CTAs (%u per split x %u slabs, the last the tree%s) on %zu SMs, %ld combine CTAs; "
+      "Timeline: %ld split CTAs (%u per split x %u slabs, the last the tree) on %zu SMs, %ld combine CTAs; "
       "us from the first split CTA's entry (each CTA placed by its entry on the global timer, 256 ns steps, and "
       "timed within by its SM's cycles at %.0f MHz), medians over CTAs and %d launches.\n\n"
       "| point | prefix CTAs | tree CTAs |\n|---|---|---|\n",
-      split_ctas, static_cast<unsigned>(slab), plan.main.grid[2],
-      plan.main.cluster_z > 1 ? absl::StrCat("; clusters of ", plan.main.cluster_z, ", merged in them") : std::string(),
-      sms.size(), combine_ctas, sm_hz / 1e6, launches);
+      split_ctas, static_cast<unsigned>(slab), plan.main.grid[2], sms.size(), combine_ctas, sm_hz / 1e6, launches);
   for (int pt = 0; pt <= kTlExit; ++pt) {
     if (per_point[pt][0].empty() && per_point[pt][1].empty()) continue;  // not stamped by this tile
     absl::StrAppend(&md, "| ", kPointNames[pt], " | ", Us(Median(per_point[pt][0])), " | ",

@@ -16,15 +16,14 @@
 namespace kjit {
 namespace mla {
 
-// The error word: the OR of the split kernel's CTA slots (after its grid has completed, or in the
-// merge mode after every CTA has written its slot), by one CTA; nonzero bits also go into the
-// accumulated word when there is one.
+// The error word: the OR of the split kernel's CTA slots (after its grid has completed), by one CTA;
+// nonzero bits also go into the accumulated word when there is one.
 __device__ __forceinline__ void PublishErrors(const MlaVerifyParams& p) {
   __shared__ unsigned any;
   if (threadIdx.x == 0) any = 0;
   __syncthreads();
   unsigned bits = 0;
-  for (int i = threadIdx.x; i < p.error_slot_count; i += blockDim.x) bits |= __ldcg(p.error_slots + i);
+  for (int i = threadIdx.x; i < p.error_slot_count; i += blockDim.x) bits |= p.error_slots[i];
   if (bits != 0) atomicOr(&any, bits);
   __syncthreads();
   if (threadIdx.x == 0) {

@@ -3,9 +3,7 @@
 //   kjit::mla::MlaVerifySplit<8, 0>   (H = 8, bool mask; the tile is the compiled arch's)
 //   kjit::mla::MlaVerifySplit<8, 0, 1> (the same with a forced TileId, for tests and benchmarks)
 //   kjit::mla::MlaVerifySplit<8, 0, 0, 1> (an fp8 e4m3 cache, the arch's tile)
-//   kjit::mla::MlaVerifySplit<8, 0, 0, 0, 1> (the first, named as the merge mode's plans name it)
 //   kjit::mla::MlaVerifyCombine<8>
-#include "mla_verify/cluster_merge.cuh"
 #include "mla_verify/combine.cuh"
 #include "mla_verify/split_kernel.cuh"
 #include "mla_verify/split_wgmma.cuh"
@@ -43,21 +41,15 @@ struct SplitTile<kTile64x64> {
 template <int kTile>
 constexpr bool kSplitUsesWgmma = kTile == kTileArch && UsesWgmmaTile(kArchMajor);
 template <int kTile>
-constexpr int kSplitRowsOf = kSplitUsesWgmma<kTile> ? TileWgmma64x64::kRows : SplitTile<kTile>::type::kRows;
-template <int kTile>
 constexpr int kSplitThreads = kSplitUsesWgmma<kTile> ? TileWgmma64x64::kThreads : SplitTile<kTile>::type::kThreads;
 
 // kMask: 0 = bool bytes, 1 = packed bits (runtime/kernels MaskKind values). kTile: a TileId; the
 // default is the compiled arch's tile. kKv: 0 = bf16 cache, 1 = fp8 e4m3 (runtime/kernels KvDtype).
-// kClusterMerge: always 1, the same kernel: launched in clusters (cluster_merge.cuh) it merges the
-// states itself. A merge-mode plan names it with this argument spelled out, so that kernels built
-// before the merge mode (which would leave o unwritten) are not found by that name.
-template <int kHeads, int kMask, int kTile = kTileArch, int kKv = 0, int kClusterMerge = 1>
+template <int kHeads, int kMask, int kTile = kTileArch, int kKv = 0>
 __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
     MlaVerifySplit(const __grid_constant__ MlaVerifyParams p) {
   static_assert(kHeads == 8 || kHeads == 16 || kHeads == 32 || kHeads == 64 || kHeads == 128,
                 "heads per rank");
-  static_assert(kClusterMerge == 1, "one kernel; the argument only names it");
   KJIT_STAMP(kTlEntry);
   AllowDependentLaunch();  // the combine's CTAs may occupy idle SMs; they wait for this grid
   if (threadIdx.x == 0) CtaErrors() = 0;
@@ -79,12 +71,6 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
   if (threadIdx.x == 0)
     p.error_slots[(static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x] =
         CtaErrors();
-  if (const unsigned ctas = ClusterCtas(); ctas > 1) {  // the merge mode: no combine follows
-    KJIT_STAMP(kTlSlotWritten);
-    // The sm_90a kernel's producer warpgroup gave its registers away (setmaxnreg): it only arrives.
-    constexpr int kMergeThreads = kSplitUsesWgmma<kTile> ? 256 : kSplitThreads<kTile>;
-    ClusterMergeTail<kHeads, kSplitRowsOf<kTile>>(p, kMergeThreads, ctas);
-  }
   KJIT_STAMP(kTlExit);
 }
 

@@ -9,8 +9,6 @@ namespace mla {
 //   error_word: one uint32 of MlaVerifyError bits: the OR of the error slots, written by the combine
 //   accumulated_error_word: null, or a uint32 the combine ORs nonzero bits into and never clears,
 //               so a caller can check the launches since its last look at a sync point of its own
-//   ticket:     at byte kTicketOffset of the workspace (whose error slots start at kErrorSlotsOffset):
-//               the merge mode's tagged uint64 counter (cluster_merge.cuh), self-resetting
 //   error_slots: [error_slot_count] uint32, one per split-kernel CTA (linear block index), each
 //               written by its CTA on every launch (so nothing needs zeroing in-stream)
 //   part_lse:   [batch][num_splits + 1][rows_cap] fp32, log2 units; -inf = empty state
@@ -60,13 +58,6 @@ struct MlaVerifyParams {
 static_assert(sizeof(MlaVerifyParams) == 256, "MlaVerifyParams keeps its size across client versions");
 constexpr int kCausalBit = 1;    // MlaVerifyParams::is_causal bits
 constexpr int kFp8RoundBit = 2;
-
-// Workspace header offsets (runtime/kernels/mla_verify/plan.cc lays the workspace out with them).
-constexpr int kErrorSlotsOffset = 256;
-constexpr int kTicketOffset = 8;
-constexpr unsigned kTicketTagMix = 0x6b6a6974u;  // the ticket's tag: the launch's cluster count ^ this
-// The merge mode's largest cluster (num_splits + 1 states): the portable cluster size.
-constexpr int kClusterMaxStates = 8;
 
 // Error bits (same values as runtime/kernels/mla_verify/args.h's MlaVerifyError).
 constexpr unsigned kErrKvIndexOutOfRange = 1u << 0;

@@ -185,7 +185,6 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   constexpr int kThreads = Cfg::kThreads;             // 384
   constexpr int kProducerRegs = kFp8 ? Cfg::kProducerRegsFp8 : Cfg::kProducerRegs;
   constexpr int kConsumerRegs = kFp8 ? Cfg::kConsumerRegsFp8 : Cfg::kConsumerRegs;
-  constexpr int kEvenRegs = 65536 / kThreads / 8 * 8;  // what the launch allots every thread
   constexpr unsigned kGroupBytes = WgmmaSmem::kGroupBytes;  // 64 rows x 128 bytes
   constexpr unsigned kAtomBytes = 1024;               // 8 rows x 128 bytes
   static_assert(kTile == 64 && kRows == 64, "one 64 x 64 S tile per warpgroup MMA chain");
@@ -319,7 +318,6 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
             rows.Load(sm.idx[(t + 1) % kIdxRing], pw, lane);
           }
         }
-        WarpgroupRegsInc<kEvenRegs>();  // see the consumers' end
         return;
       }
     }
@@ -336,7 +334,6 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       if (t == 0) KJIT_STAMP_BY(kTlTile0Issued, kConsumers);
     }
     CpAsyncWait<0>();  // every copy has landed by now (the consumers waited for them); for the tools
-    WarpgroupRegsInc<kEvenRegs>();  // see the consumers' end
     return;
   }
 
@@ -558,10 +555,6 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     const int row = i >> 6, chunk = i & 63;
     out[i] = *reinterpret_cast<const uint4*>(stage_o + row * 1024 + ((chunk ^ (row & 7)) << 4));
   }
-  // Every warpgroup leaves with the launch's even share of registers, as the early returns do, so
-  // that the code after the body (the merge mode's merge, cluster_merge.cuh) is allocated for one
-  // register count, not for the producer's 56.
-  WarpgroupRegsDec<kEvenRegs>();
 }
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -19,11 +19,10 @@ enum TimelinePoint : int {
   kTlFirstS = 4,       // the first S tile computed (sm_90a)
   kTlLoopEnd = 5,      // every KV tile done
   kTlStaged = 6,       // normalized partial O staged (sm_90a) or written (mma.sync)
-  kTlSlotWritten = 7,  // merge mode: partial state and error slot written (cluster_merge.cuh)
-  kTlExit = 8,         // partial state and error slot written; merge mode: rows merged
-  kTlSm = 9,           // the SM id (not a time)
-  kTlEntryGlobal = 10, // %globaltimer at the entry
-  kTimelinePoints = 11,
+  kTlExit = 7,         // partial state and error slot written
+  kTlSm = 8,           // the SM id (not a time)
+  kTlEntryGlobal = 9,  // %globaltimer at the entry
+  kTimelinePoints = 10,
 };
 // Combine points.
 enum CombinePoint : int { kTlcEntry = 0, kTlcWaited = 1, kTlcExit = 2, kTlcSm = 3, kTlcEntryGlobal = 4, kCombinePoints = 5 };

@@ -4,8 +4,6 @@
 #   kernel_bench.md  every shape (KERNEL.md's, the batch sweeps at P16k/P4k/P1k, the prefix sweep)
 #   timeline.md      per-CTA timestamps of the short-prefix rows
 #   splits.md        forced split counts at short prefixes against the plan's choice
-#   merge.md         the combine against the merge in clusters, over split counts, at short prefixes
-#   merge_timeline.md  per-CTA timestamps of both merges at P1k, P4k and P16k
 #   proxy.md         the sm_120 proxy: every shape, projected onto the RTX PRO 6000
 #   ncu_proxy_K5/    ncu of the sm_120 tile (proxy) on K5
 # KJIT_STUDY_ONLY=regex limits the parts (by the names above, without .md).
@@ -26,8 +24,5 @@ short='P1k H8|P2k H8|K1 |P8k H8|P16k H8|bs8 H8 D16 P1k'
 part kernel_bench "$kb" --reps 40 --out "$out/kernel_bench.md"
 part timeline "$kb" --timeline --reps 20 --only "$short" --out "$out/timeline.md"
 part splits "$kb" --splits 0,1,2,4,8,16,32,64 --reps 30 --only 'P1k H8|K1 |P16k H8' --out "$out/splits.md"
-merge_shapes='P1k H8|P2k H8|K1 |P8k H8|P16k H8|bs2 H8 D16 P1k|bs4 H8 D16 P1k|bs8 H8 D16 P1k|bs2 H8 D16 P4k|bs4 H8 D16 P4k|bs8 H8 D16 P4k'
-part merge "$kb" --kv bf16 --merge combine,cluster --splits 0,2,3,4,5,7 --reps 30 --only "$merge_shapes" --out "$out/merge.md"
-part merge_timeline "$kb" --kv bf16 --timeline --merge combine,cluster --reps 20 --only 'P1k H8|K1 |P16k H8' --out "$out/merge_timeline.md"
 part proxy "$kb" --proxy sm_120 --reps 30 --out "$out/proxy.md"
 part ncu_proxy_K5 env KJIT_BENCH_ARGS="--proxy sm_120" bash "$here/profile.sh" "$out/ncu_proxy_K5" "K5 "

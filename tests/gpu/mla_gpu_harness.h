@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -16,7 +15,6 @@
 #include <vector>
 
 #include "jit_cache/cubin_cache.h"
-#include "kernel_sources/mla_verify/params.h"
 #include "kernel_sources/mla_verify/traits.h"
 #include "runtime/driver/cuda_driver.h"
 #include "runtime/kernels/registry.h"
@@ -42,9 +40,6 @@ struct Family {
   // Whether the family plans an fp8 e4m3 cache; the 64x64 mma.sync tile has no fp8 variant, and its
   // plan must refuse one with UNIMPLEMENTED.
   bool fp8_cache = true;
-  // MlaVerifyPlanOptions::merge for the fast family: kMergeCluster runs every test with the states
-  // merged in the split kernel's clusters (no combine launch).
-  int merge = kernels::MlaVerifyPlanOptions::kMergePlanned;
 };
 inline void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
 // The oracle's plan takes no options (it has one tile and no splits).
@@ -57,22 +52,12 @@ inline const Family kFastTile32x16{"fast_t32x16", &kernels::PlanMlaVerify, &kern
                                    mla::kTile32x16};
 inline const Family kFastTile64x64{"fast_t64x64", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
                                    mla::kTile64x64, /*fp8_cache=*/false};
-inline const Family kFastCluster{"fast_cluster", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify, 0, true,
-                                 kernels::MlaVerifyPlanOptions::kMergeCluster};
-inline const Family kFastTile32x16Cluster{"fast_t32x16_cluster", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
-                                          mla::kTile32x16, true, kernels::MlaVerifyPlanOptions::kMergeCluster};
 inline const Family kNaive{"naive", &PlanNaive, &kernels::LaunchMlaVerifyNaive};
 
-// The family's plan of the case, with a fixed number of prefix chunks when num_splits > 0 (a cluster
-// family's at most the 7 that its clusters hold).
+// The family's plan of the case, with a fixed number of prefix chunks when num_splits > 0.
 inline StatusOr<kernels::MlaVerifyPlan> PlanFor(const Family& f, const reference::MlaCase& c,
                                                 const driver::DeviceInfo& device, int num_splits = 0) {
-  if (f.merge == kernels::MlaVerifyPlanOptions::kMergeCluster)
-    num_splits = std::min(num_splits, mla::kClusterMaxStates - 1);
-  StatusOr<kernels::MlaVerifyPlan> plan = f.plan(c.problem, device, {.tile = f.tile, .num_splits = num_splits, .merge = f.merge});
-  if (plan.ok() && f.merge == kernels::MlaVerifyPlanOptions::kMergeCluster && plan->main.cluster_z < 2)
-    return absl::InternalError("a cluster family's plan has no clusters");
-  return plan;
+  return f.plan(c.problem, device, {.tile = f.tile, .num_splits = num_splits});
 }
 
 // Device 0 with its context, a stream, and every specialization of both families loaded. Built once

@@ -41,7 +41,11 @@ class MlaVerifyGpu : public ::testing::TestWithParam<Family> {
 std::string SpecLabel(const CaseSpec& s) {
   std::string l = "seed " + std::to_string(s.seed) + " H " + std::to_string(s.num_heads) + " P/D";
   for (size_t b = 0; b < s.prefix_lens.size(); ++b) {
-    l += " " + std::to_string(s.prefix_lens[b]) + "/" + std::to_string(s.draft_lens[b]);
+    // Appended piecewise: "literal" + std::string trips GCC 12's -Wrestrict false positive here.
+    l += ' ';
+    l += std::to_string(s.prefix_lens[b]);
+    l += '/';
+    l += std::to_string(s.draft_lens[b]);
   }
   l += s.mask == kernels::MaskKind::kPacked ? " packed" : " bool";
   l += s.is_causal ? " causal" : " noncausal";
@@ -166,7 +170,7 @@ TEST_P(MlaVerifyGpu, OutOfRangeSlotSetsTheErrorBitAndIsMasked) {
 }
 
 // One captured graph replayed over inputs with and without an out-of-range slot: each replay's error
-// word is its own (the merge mode's ticket resets itself; the workspace is re-poisoned before each).
+// word is its own (the workspace is re-poisoned before each input).
 TEST_P(MlaVerifyGpu, EachGraphReplayReportsItsOwnErrors) {
   GpuRuntime& rt = GpuRuntime::Get();
   const CaseSpec s = MediumSpec(63);
@@ -348,8 +352,7 @@ TEST_P(MlaVerifyGpu, Fp8CacheIsPlannedOrRefusedAsUnimplemented) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, MlaVerifyGpu,
-                         ::testing::Values(kFast, kFastTile32x16, kFastTile64x64, kFastCluster, kFastTile32x16Cluster, kNaive),
+INSTANTIATE_TEST_SUITE_P(Families, MlaVerifyGpu, ::testing::Values(kFast, kFastTile32x16, kFastTile64x64, kNaive),
                          [](const ::testing::TestParamInfo<Family>& info) { return std::string(info.param.name); });
 
 // ---- fp8 e4m3 cache: every family that plans one, in both numerics ----
@@ -521,7 +524,7 @@ TEST_P(MlaVerifyFp8Gpu, SanitizeOutOfRangeSlotAndSeveralTiles) {
 
 INSTANTIATE_TEST_SUITE_P(
     Families, MlaVerifyFp8Gpu,
-    ::testing::Combine(::testing::Values(kFast, kFastTile32x16, kFastCluster, kNaive),
+    ::testing::Combine(::testing::Values(kFast, kFastTile32x16, kNaive),
                        ::testing::Values(kernels::Fp8Numerics::kDequant, kernels::Fp8Numerics::kFp8)),
     [](const ::testing::TestParamInfo<std::tuple<Family, kernels::Fp8Numerics>>& info) {
       const bool fp8 = std::get<1>(info.param) == kernels::Fp8Numerics::kFp8;

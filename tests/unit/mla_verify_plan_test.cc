@@ -12,7 +12,6 @@
 #include <tuple>
 #include <vector>
 
-#include "kernel_sources/mla_verify/params.h"
 #include "kernel_sources/mla_verify/traits.h"
 #include "runtime/kernels/registry.h"
 #include "runtime/kernels/mla_verify/plan.h"
@@ -294,86 +293,14 @@ TEST(MlaVerifyPlanTest, CombineLayoutFollowsItsModel) {
   EXPECT_EQ(k7->combine.grid[0], 128u);
 }
 
-// The merge mode: on sm_90+ with at most 7 splits, the split kernel launched in clusters of every
-// state of an m-tile and no combine. Opt-in only (it measured slower than the combine everywhere).
-TEST(MlaVerifyPlanTest, MergeInClustersIsOptInOnSm90AndLater) {
-  using O = MlaVerifyPlanOptions;
-  auto expect_cluster = [](const MlaVerifyPlan& plan, bool cluster) {
-    if (cluster) {
-      EXPECT_EQ(plan.main.cluster_z, static_cast<unsigned>(plan.num_splits) + 1);
-      EXPECT_LE(plan.main.cluster_z, static_cast<unsigned>(mla::kClusterMaxStates));
-      EXPECT_EQ(plan.main.grid[2] % plan.main.cluster_z, 0u);
-      EXPECT_EQ(plan.combine.grid[0], 0u);
-      EXPECT_EQ(plan.main_kernel, MlaVerifySplitExpression(plan.num_heads, plan.mask_kind, plan.tile, plan.kv_dtype, true));
-    } else {
-      EXPECT_EQ(plan.main.cluster_z, 1u);
-      EXPECT_GT(plan.combine.grid[0], 0u);
-      EXPECT_EQ(plan.main_kernel, MlaVerifySplitExpression(plan.num_heads, plan.mask_kind, plan.tile, plan.kv_dtype));
-    }
-  };
-  // Planned: the combine, short prefixes included.
-  for (const auto& dev : {H200(), RtxPro6000()}) {
-    for (int64_t prefix : {int64_t{1024}, int64_t{4096}}) {
-      auto plan = PlanMlaVerify(Problem(1, 8, 16, prefix), dev);
-      ASSERT_TRUE(plan.ok()) << plan.status();
-      SCOPED_TRACE(::testing::Message() << dev.name << " P " << prefix);
-      expect_cluster(*plan, false);
-      auto forced = PlanMlaVerify(Problem(1, 8, 16, prefix), dev, {.merge = O::kMergeCluster});
-      ASSERT_TRUE(forced.ok()) << forced.status();
-      expect_cluster(*forced, true);
-      EXPECT_GE(forced->num_splits, mla::kClusterMaxStates - 2);  // about as many as a cluster holds
-    }
-  }
-  // Long prefixes need more splits than a cluster holds: the combine.
-  for (int64_t prefix : {int64_t{65536}, int64_t{200000}}) {
-    auto plan = PlanMlaVerify(Problem(1, 8, 16, prefix), H200());
-    ASSERT_TRUE(plan.ok()) << plan.status();
-    expect_cluster(*plan, false);
-  }
-  // Before sm_90 there are no clusters: the combine, and a forced merge mode is a precondition.
-  driver::DeviceInfo a100 = RtxPro6000();
-  a100.cc_major = 8, a100.arch = "sm_80";
-  auto old_arch = PlanMlaVerify(Problem(1, 8, 16, 1024), a100);
-  ASSERT_TRUE(old_arch.ok()) << old_arch.status();
-  expect_cluster(*old_arch, false);
-  EXPECT_EQ(PlanMlaVerify(Problem(1, 8, 16, 1024), a100, {.merge = O::kMergeCluster}).status().code(),
-            absl::StatusCode::kFailedPrecondition);
-  // Forced: a split count a cluster holds, or InvalidArgument; forced splits alone keep the combine.
-  for (int splits : {0, 1, 3, 7}) {
-    auto plan = PlanMlaVerify(Problem(2, 64, 16, 65536), H200(), {.num_splits = splits, .merge = O::kMergeCluster});
-    ASSERT_TRUE(plan.ok()) << plan.status();
-    if (splits > 0) {
-      EXPECT_EQ(plan->num_splits, splits);
-    }
-    expect_cluster(*plan, true);
-  }
-  auto too_many = PlanMlaVerify(Problem(1, 8, 16, 1024), H200(), {.num_splits = 8, .merge = O::kMergeCluster});
-  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(too_many.status().message()).find("num_splits = 8"), std::string::npos) << too_many.status();
-  auto forced = PlanMlaVerify(Problem(1, 8, 16, 1024), H200(), {.num_splits = 3});
-  ASSERT_TRUE(forced.ok()) << forced.status();
-  expect_cluster(*forced, false);
-  auto combine = PlanMlaVerify(Problem(1, 8, 16, 1024), H200(), {.merge = O::kMergeCombine});
-  ASSERT_TRUE(combine.ok()) << combine.status();
-  expect_cluster(*combine, false);
-  // The same workspace either way: the ticket lives in the header before the error slots.
-  EXPECT_EQ(PlanMlaVerify(Problem(1, 8, 16, 1024), H200(), {.num_splits = 3, .merge = O::kMergeCluster})->workspace_bytes,
-            forced->workspace_bytes);
-}
-
 TEST(MlaVerifyPlanTest, CatalogHasEveryHeadCountAndMaskKind) {
   std::set<std::string> names;
   for (const Specialization& s : MlaVerifySpecializations()) {
     EXPECT_EQ(s.family, "mla_verify");
     EXPECT_EQ(s.entry_source, "mla_verify/mla_verify.cu");
-    // The split kernel, the combine, and the split kernel by the merge mode's name (one instantiation).
-    ASSERT_EQ(s.name_expressions.size(), 3u);
+    ASSERT_EQ(s.name_expressions.size(), 2u);
     ASSERT_TRUE(s.max_dynamic_smem);
     const KvDtype kv = s.name.find("_fp8") != std::string::npos ? KvDtype::kFp8E4m3 : KvDtype::kBf16;
-    const MaskKind mask = s.name.find("_packed") != std::string::npos ? MaskKind::kPacked : MaskKind::kBool;
-    const int heads = std::stoi(s.name.substr(1));
-    EXPECT_EQ(s.name_expressions[0], MlaVerifySplitExpression(heads, mask, 0, kv)) << s.name;
-    EXPECT_EQ(s.name_expressions[2], MlaVerifySplitExpression(heads, mask, 0, kv, true)) << s.name;
     EXPECT_EQ(s.max_dynamic_smem("sm_90"), MlaVerifyTileFor(9).smem_bytes);  // the same smem for fp8
     EXPECT_EQ(s.max_dynamic_smem("sm_90a"), MlaVerifyTileFor(9).smem_bytes);
     EXPECT_EQ(s.max_dynamic_smem("sm_120"), MlaVerifyTileFor(12, 0, kv).smem_bytes);
@@ -397,10 +324,6 @@ TEST(MlaVerifyPlanTest, CatalogHasEveryHeadCountAndMaskKind) {
   EXPECT_EQ(MlaVerifySplitExpression(8, MaskKind::kBool, mla::kTile32x16, KvDtype::kFp8E4m3),
             "kjit::mla::MlaVerifySplit<8, 0, 1, 1>");
   EXPECT_EQ(MlaVerifyCombineExpression(8), "kjit::mla::MlaVerifyCombine<8>");
-  // The merge mode's names spell every template argument out, the last 1.
-  EXPECT_EQ(MlaVerifySplitExpression(64, MaskKind::kPacked, 0, KvDtype::kBf16, true), "kjit::mla::MlaVerifySplit<64, 1, 0, 0, 1>");
-  EXPECT_EQ(MlaVerifySplitExpression(8, MaskKind::kBool, mla::kTile32x16, KvDtype::kFp8E4m3, true),
-            "kjit::mla::MlaVerifySplit<8, 0, 1, 1, 1>");
 }
 
 TEST(MlaVerifyPlanTest, AnFp8CacheTakesTheFp8SpecializationOnEveryTileThatHasOne) {

@@ -69,12 +69,6 @@ struct MlaVerifyProblem {
 struct MlaVerifyPlanOptions {
   int tile = 0;        // mla_verify: 0 = the device's tile; 1 = 32x16, 2 = 64x64 mma.sync
   int num_splits = 0;  // mla_verify: prefix chunks per request when > 0; 0 = planned
-  // mla_verify: how the states are merged. kMergePlanned: the plan's choice (the combine);
-  // kMergeCombine: the combine kernel; kMergeCluster: in the split kernel's clusters (sm_90+,
-  // num_splits + 1 <= 8), for tests and benchmarks: slower than the combine on the H200
-  // (bench/results/kernel_bench-2026-12-02-h200-short-cluster-merge.md).
-  enum Merge : int { kMergePlanned = 0, kMergeCombine = 1, kMergeCluster = 2 };
-  int merge = kMergePlanned;
 };
 
 // Device addresses (all on the launching device). lse == 0 when not written.
@@ -109,9 +103,6 @@ struct KernelGeometry {
   // Launched with programmatic stream serialization (sm_90+): the kernel may start while the one
   // before it in the stream finishes, and waits for its results itself (griddepcontrol.wait).
   bool programmatic_dependent = false;
-  // CTAs per thread-block cluster along the grid's z (sm_90+; 1: no clusters). mla_verify's merge
-  // mode: the num_splits + 1 states of an m-tile in one cluster, merged there (no combine launch).
-  unsigned cluster_z = 1;
 };
 
 // A family's plan for one problem on one device: everything the caller must provide (workspace) and
@@ -130,7 +121,7 @@ struct MlaVerifyPlan {
   size_t workspace_bytes = 0;  // caller allocates at least this much on the launching device
   size_t error_word_offset = 0;  // uint32 MlaVerifyError bits, valid after the launch completes
   KernelGeometry main;         // the attention kernel
-  KernelGeometry combine;      // the split merge (grid[0] == 0: none; mla_verify's merge mode, the oracle)
+  KernelGeometry combine;      // the split merge (unused when num_splits == 1 and the family has none)
   int combine_row_parts = 1;   // mla_verify: the combine's layout as traits.h encodes it (CombineIsWide)
 };
 

@@ -32,8 +32,7 @@ std::vector<Specialization> MlaVerifySpecializations(int tile) {
       s.family = std::string(kMlaVerifyFamily);
       s.name = MlaVerifySpecializationName(heads, mask, tile, kv);
       s.entry_source = std::string(kMlaVerifySource);
-      s.name_expressions = {MlaVerifySplitExpression(heads, mask, tile, kv), MlaVerifyCombineExpression(heads),
-                            MlaVerifySplitExpression(heads, mask, tile, kv, /*cluster_merge=*/true)};
+      s.name_expressions = {MlaVerifySplitExpression(heads, mask, tile, kv), MlaVerifyCombineExpression(heads)};
       s.max_dynamic_smem = [tile, kv](std::string_view arch) {
         return MlaVerifyTileFor(CcMajor(arch), tile, kv).smem_bytes;
       };

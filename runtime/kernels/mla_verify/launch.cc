@@ -33,33 +33,24 @@ T* As(CUdeviceptr p) {
 Status Launch(const driver::Api& api, CUfunction f, const KernelGeometry& g, CUstream stream,
               mla::MlaVerifyParams* params, const char* what) {
   void* args[] = {params};
-  if (!g.programmatic_dependent && g.cluster_z <= 1) {
+  if (!g.programmatic_dependent) {
     return driver::Check(api.cuLaunchKernel(f, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1],
                                             g.block[2], g.dynamic_smem, stream, args, nullptr),
                          what);
   }
-  CUlaunchAttribute attrs[2]{};
-  unsigned n = 0;
-  if (g.programmatic_dependent) {
-    // Programmatic dependent launch: the kernel's launch overlaps the previous kernel's tail; the
-    // kernel itself waits for that grid (griddepcontrol.wait) before reading its results. Captured
-    // into a CUDA graph as a programmatic edge.
-    attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attrs[n++].value.programmaticStreamSerializationAllowed = 1;
-  }
-  if (g.cluster_z > 1) {  // thread-block clusters along z (the merge mode)
-    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attrs[n].value.clusterDim.x = 1;
-    attrs[n].value.clusterDim.y = 1;
-    attrs[n++].value.clusterDim.z = g.cluster_z;
-  }
+  // Programmatic dependent launch: the kernel's launch overlaps the previous kernel's tail; the
+  // kernel itself waits for that grid (griddepcontrol.wait) before reading its results. Captured
+  // into a CUDA graph as a programmatic edge.
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
   CUlaunchConfig cfg{};
   cfg.gridDimX = g.grid[0], cfg.gridDimY = g.grid[1], cfg.gridDimZ = g.grid[2];
   cfg.blockDimX = g.block[0], cfg.blockDimY = g.block[1], cfg.blockDimZ = g.block[2];
   cfg.sharedMemBytes = g.dynamic_smem;
   cfg.hStream = stream;
-  cfg.attrs = attrs;
-  cfg.numAttrs = n;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
   return driver::Check(api.cuLaunchKernelEx(&cfg, f, args, nullptr), what);
 }
 
@@ -77,16 +68,11 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   if (ws.bytes != plan.workspace_bytes)
     return Invalid("plan was made for another problem (workspace size differs); re-plan");
   const unsigned rows_cap = static_cast<unsigned>(p.max_draft * p.num_heads);
-  const unsigned states = static_cast<unsigned>(plan.num_splits) + 1;
-  // The merge mode: clusters of every state of an m-tile, merged in the split kernel, no combine.
-  const bool cluster_merge = plan.main.cluster_z > 1;
-  if (plan.main.grid[1] != static_cast<unsigned>(p.batch) || plan.main.grid[2] != states ||
+  if (plan.main.grid[1] != static_cast<unsigned>(p.batch) ||
+      plan.main.grid[2] != static_cast<unsigned>(plan.num_splits) + 1 ||
       plan.main.grid[0] * plan.main.block[0] == 0 ||
-      (cluster_merge ? plan.main.cluster_z != states || states > static_cast<unsigned>(mla::kClusterMaxStates) ||
-                           plan.combine.grid[0] != 0
-                     : plan.main.cluster_z != 1 || plan.combine_row_parts == 0 ||
-                           mla::CombinePartsOf(plan.combine_row_parts) > mla::kCombineMaxRowParts ||
-                           plan.combine.grid[0] != mla::CombineCtasPerRequest(rows_cap, plan.combine_row_parts, states)))
+      plan.combine_row_parts == 0 || mla::CombinePartsOf(plan.combine_row_parts) > mla::kCombineMaxRowParts ||
+      plan.combine.grid[0] != mla::CombineCtasPerRequest(rows_cap, plan.combine_row_parts, plan.num_splits + 1))
     return Invalid("plan geometry does not match the problem; re-plan");
   KJIT_RETURN_IF_ERROR(CheckPtr(b.workspace, "workspace", 256));
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
@@ -118,16 +104,8 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   if (p.mask_kind == MaskKind::kBool) KJIT_RETURN_IF_ERROR(CheckPtr(b.mask_indptr, "mask_indptr", 8));
   if (p.write_lse) KJIT_RETURN_IF_ERROR(CheckPtr(b.lse, "lse", 4));
 
-  auto split = kernels.Function(kMlaVerifyFamily, plan.specialization, plan.main_kernel);
-  if (!split.ok() && cluster_merge)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "mla_verify launch: the loaded kernels predate the merge in clusters (", split.status().message(),
-        "); update kjitd, or plan with MlaVerifyPlanOptions::merge = kMergeCombine"));
-  KJIT_RETURN_IF_ERROR(split.status());
-  CUfunction combine = nullptr;
-  if (!cluster_merge) {
-    KJIT_ASSIGN_OR_RETURN(combine, kernels.Function(kMlaVerifyFamily, plan.specialization, plan.combine_kernel));
-  }
+  KJIT_ASSIGN_OR_RETURN(CUfunction split, kernels.Function(kMlaVerifyFamily, plan.specialization, plan.main_kernel));
+  KJIT_ASSIGN_OR_RETURN(CUfunction combine, kernels.Function(kMlaVerifyFamily, plan.specialization, plan.combine_kernel));
 
   constexpr float kLog2e = 1.4426950408889634f;
   mla::MlaVerifyParams params{};
@@ -171,9 +149,7 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   params.tree_scale_log2 = p.sm_scale * kLog2e;
   params.v_scale = p.v_scale;
 
-  KJIT_RETURN_IF_ERROR(Launch(*api, *split, plan.main, stream, &params,
-                              cluster_merge ? "mla_verify: launch split kernel in clusters" : "mla_verify: launch split kernel"));
-  if (cluster_merge) return absl::OkStatus();
+  KJIT_RETURN_IF_ERROR(Launch(*api, split, plan.main, stream, &params, "mla_verify: launch split kernel"));
   return Launch(*api, combine, plan.combine, stream, &params, "mla_verify: launch combine");
 }
 

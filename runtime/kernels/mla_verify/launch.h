@@ -13,8 +13,7 @@ namespace kjit::kernels {
 // Enqueues the whole sequence on `stream`: the split kernel (prefix chunks and the draft-tree part;
 // each CTA writes its error slot), the combine (on sm_90+ a programmatic dependent launch: its
 // launch overlaps the split kernel's tail, plan.combine.programmatic_dependent; it also writes the
-// error word from the slots); in the merge mode (plan.main.cluster_z > 1) the split kernel alone,
-// launched in clusters, merging the states and writing the error word itself. With no query rows, only an in-stream zeroing of the error word. No
+// error word from the slots). With no query rows, only an in-stream zeroing of the error word. No
 // allocation, no synchronization, no host reads of device data: CUDA-graph capturable. InvalidArgument when the plan is not this family's or not this
 // problem's, a required buffer is 0 or misaligned (q, k_extend, kv_cache 16 bytes; o 8; workspace
 // 256). Errors the kernels detect land in the error word (plan.error_word_offset).

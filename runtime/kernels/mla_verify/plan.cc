@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernel_sources/mla_verify/params.h"
 #include "kernel_sources/mla_verify/traits.h"
 
 namespace kjit::kernels {
@@ -87,9 +86,7 @@ Status ValidateProblem(const MlaVerifyProblem& p) {
   return absl::OkStatus();
 }
 
-// The best split count, at most max_states - 1: the combine's limit, or the merge mode's clusters'.
-int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const MlaVerifyTile& tile,
-                 long max_states) {
+int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const MlaVerifyTile& tile) {
   const long m_tiles = (static_cast<long>(p.max_draft) * p.num_heads + tile.rows - 1) / tile.rows;
   const long ctas_per_split = m_tiles * p.batch;
   const long prefix = p.max_prefix > 0 ? p.max_prefix : 16384;  // unknown: a typical verify prefix
@@ -104,7 +101,7 @@ int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const
   const double state_bytes = 2.0 * p.batch * static_cast<double>(p.max_draft) * p.num_heads * kMlaVDim * 2;
   const double state_tiles = state_bytes / 3.7e3 / tile.tile_us / 1e3;
   const long max_splits = std::min<long>({prefix_tiles, std::max<long>(1, 4L * sms / ctas_per_split),
-                                         max_states - 1});
+                                         mla::kCombineMaxStates - 1});
   int best = 1;
   double best_t = std::numeric_limits<double>::max();
   for (long s = 1; s <= max_splits; ++s) {
@@ -120,19 +117,13 @@ int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const
   return best;
 }
 
-// The merge mode's clusters exist on sm_90 and later. The plan never chooses it: measured on the
-// H200 it was slower than the combine at every short-prefix shape of kernel_bench, at the same
-// split count and against the combine's own best (bench/results/kernel_bench-2026-12-02-h200-short-cluster-merge.md).
-bool ClusterMergePossible(const driver::DeviceInfo& dev) { return dev.cc_major >= 9; }
-
 // ChooseSplits is a pure function of these; a launch sequence repeats a few problems (every layer
 // of a decode step plans the same one), so each thread keeps the last few answers.
-int CachedSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const MlaVerifyTile& tile, long max_states) {
+int CachedSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const MlaVerifyTile& tile) {
   struct Key {
     int batch, heads, max_draft, rows, kv_tile, smem, sm_count, smem_optin;
     int64_t max_prefix;
     double tile_us;
-    long max_states;
     bool operator==(const Key&) const = default;
   };
   struct Entry {
@@ -143,11 +134,11 @@ int CachedSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const
   thread_local Entry cache[kEntries];
   thread_local int used = 0, next = 0;
   const Key key{p.batch, p.num_heads, p.max_draft, tile.rows, tile.kv_tile, tile.smem_bytes, dev.sm_count,
-                dev.max_smem_per_block_optin, p.max_prefix, tile.tile_us, max_states};
+                dev.max_smem_per_block_optin, p.max_prefix, tile.tile_us};
   for (int i = 0; i < used; ++i) {
     if (cache[i].key == key) return cache[i].splits;
   }
-  const int splits = ChooseSplits(p, dev, tile, max_states);
+  const int splits = ChooseSplits(p, dev, tile);
   cache[next] = {key, splits};
   next = (next + 1) % kEntries;
   used = std::min(used + 1, kEntries);
@@ -239,11 +230,8 @@ std::string MlaVerifySpecializationName(int num_heads, MaskKind mask, int tile, 
   return name;
 }
 
-std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int tile, KvDtype kv, bool cluster_merge) {
+std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int tile, KvDtype kv) {
   const int m = mask == MaskKind::kPacked ? 1 : 0;
-  if (cluster_merge)  // the same kernel, named so that kernels without the merge mode are not found
-    return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", m, ", ", tile, ", ", kv == KvDtype::kFp8E4m3 ? 1 : 0,
-                        ", 1>");
   if (kv == KvDtype::kFp8E4m3) return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", m, ", ", tile, ", 1>");
   if (tile > 0) return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", m, ", ", tile, ">");
   return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", m, ">");
@@ -297,10 +285,7 @@ StatusOr<MlaVerifyWorkspaceLayout> MlaVerifyWorkspace(const MlaVerifyProblem& p,
       !MulOk(states, (rows_cap + min_tile_rows - 1) / min_tile_rows, &slots))
     return Invalid("workspace size overflows size_t");
   MlaVerifyWorkspaceLayout w;
-  static_assert(mla::kErrorSlotsOffset == kWorkspaceAlign && mla::kTicketOffset % 8 == 0 &&
-                    mla::kTicketOffset + 8 <= mla::kErrorSlotsOffset,
-                "the header: the error word at 0, the merge mode's ticket, then the error slots");
-  w.error_slots_offset = kWorkspaceAlign;  // the error word lives at offset 0, the ticket at 8
+  w.error_slots_offset = kWorkspaceAlign;  // the error word lives at offset 0
   w.error_slots = slots;
   w.part_lse_offset = AlignUp(w.error_slots_offset + slots * sizeof(uint32_t), kWorkspaceAlign);
   w.part_o_offset = AlignUp(w.part_lse_offset + lse_bytes, kWorkspaceAlign);
@@ -331,22 +316,13 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   MlaVerifyPlan plan;
   plan.family = std::string(kMlaVerifyFamily);
   plan.specialization = MlaVerifySpecializationName(p.num_heads, p.mask_kind, options.tile, p.kv_dtype);
+  plan.main_kernel = MlaVerifySplitExpression(p.num_heads, p.mask_kind, options.tile, p.kv_dtype);
   plan.combine_kernel = MlaVerifyCombineExpression(p.num_heads);
   plan.num_heads = p.num_heads;
   plan.mask_kind = p.mask_kind;
   plan.kv_dtype = p.kv_dtype;
   plan.tile = options.tile;
-  const bool cluster_merge = options.merge == MlaVerifyPlanOptions::kMergeCluster;
-  if (cluster_merge && !ClusterMergePossible(dev))
-    return absl::FailedPreconditionError(absl::StrCat(
-        "mla_verify plan: the merge in clusters needs compute capability >= 9.0; device ", dev.ordinal, " is ",
-        dev.cc_major, ".", dev.cc_minor));
-  if (cluster_merge && options.num_splits >= mla::kClusterMaxStates)
-    return Invalid(absl::StrCat("num_splits = ", options.num_splits, " with the merge in clusters; need 0..",
-                                mla::kClusterMaxStates - 1));
-  const long max_states = cluster_merge ? mla::kClusterMaxStates : mla::kCombineMaxStates;
-  plan.num_splits = options.num_splits > 0 ? options.num_splits : CachedSplits(p, dev, tile, max_states);
-  plan.main_kernel = MlaVerifySplitExpression(p.num_heads, p.mask_kind, options.tile, p.kv_dtype, cluster_merge);
+  plan.num_splits = options.num_splits > 0 ? options.num_splits : CachedSplits(p, dev, tile);
   KJIT_ASSIGN_OR_RETURN(const MlaVerifyWorkspaceLayout ws, MlaVerifyWorkspace(p, plan.num_splits));
   plan.workspace_bytes = ws.bytes;
   plan.error_word_offset = 0;
@@ -365,10 +341,6 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   plan.combine.grid[1] = static_cast<unsigned>(p.batch);
   plan.combine.block[0] = mla::kCombineThreads;
   plan.combine.programmatic_dependent = dev.cc_major >= 9;  // griddepcontrol: sm_90 and later
-  if (cluster_merge) {  // the split kernel merges in its clusters: no combine launch
-    plan.main.cluster_z = static_cast<unsigned>(states);
-    plan.combine.grid[0] = 0;
-  }
   return plan;
 }
 

@@ -23,10 +23,7 @@ inline constexpr std::string_view kMlaVerifySource = "mla_verify/mla_verify.cu";
 // (MlaVerifyPlanOptions::tile > 0) "h<H>_<mask>[_fp8]_t<rows>x<kv>", whose split kernel is
 // instantiated for that tile. Those are not in the catalog (MlaVerifyForcedTileSpecializations).
 std::string MlaVerifySpecializationName(int num_heads, MaskKind mask, int tile = 0, KvDtype kv = KvDtype::kBf16);
-// cluster_merge: the name a merge-mode plan launches the split kernel by (the same kernel; see
-// kernel_sources/mla_verify/mla_verify.cu).
-std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int tile = 0, KvDtype kv = KvDtype::kBf16,
-                                     bool cluster_merge = false);
+std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int tile = 0, KvDtype kv = KvDtype::kBf16);
 std::string MlaVerifyCombineExpression(int num_heads);
 // Every (H, mask) specialization of the catalog (tile 0) or of a forced tile 1..kNumTileIds-1 (empty
 // for another value).
@@ -56,12 +53,9 @@ MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile, KvDtype kv);
 // rows not overlapping); FailedPrecondition when the device lacks the shared memory
 // the tile needs; options.tile in 0..2. Chooses NSPLIT from B, max_draft, max_prefix (a hint: 0 =
 // unknown) and dev.sm_count unless options.num_splits > 0 (a makespan model of per-tile time, waves
-// and partial-state traffic; correctness never depends on max_prefix). The states are merged by the
-// combine kernel; options.merge = kMergeCluster (sm_90+, at most 7 splits) asks for the merge mode
-// instead (main.cluster_z = num_splits + 1, no combine launch: kernel_sources/mla_verify/
-// cluster_merge.cuh), which the plan never chooses itself (slower on the H200). Workspace: error word and the
-// merge mode's ticket (a 256-byte header), one error slot per split-kernel CTA, then per (request,
-// split) the partial LSE (fp32) and O (bf16) of max_draft * H rows.
+// and partial-state traffic; correctness never depends on max_prefix). Workspace: error word, one
+// error slot per split-kernel CTA, then per (request, split) the partial LSE (fp32) and O (bf16) of
+// max_draft * H rows.
 StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::DeviceInfo& dev,
                                       const MlaVerifyPlanOptions& options = {});
 
