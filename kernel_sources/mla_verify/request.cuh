@@ -95,7 +95,9 @@ struct KvRows {
   __device__ __forceinline__ long long Raw(const MlaVerifyParams& p, int t, int i) const {
     const long long pos = begin + static_cast<long long>(t) * kTile + i;
     if (pos >= end) return kPastEnd;
-    return tree ? pos : p.kv_indices[kv0 + pos];
+    if (tree) return pos;
+    const long long slot = p.kv_indices[kv0 + pos];
+    return slot == kPastEnd ? -1 : slot;  // an entry equal to the sentinel is out of range, not past the end
   }
   __device__ __forceinline__ long long Validate(const MlaVerifyParams& p, long long raw) const;
 };

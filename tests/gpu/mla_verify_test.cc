@@ -169,6 +169,16 @@ TEST_P(MlaVerifyGpu, OutOfRangeSlotSetsTheErrorBitAndIsMasked) {
   EXPECT_EQ(clean.error_word, 0u) << "the error word must be zeroed by the launch";
 }
 
+// A kv_indices entry of INT64_MIN (the kernels' own past-the-end sentinel) is an out-of-range slot
+// like any other: masked and reported, not taken for the end of the chunk.
+TEST_P(MlaVerifyGpu, ASlotOfInt64MinIsReportedAsOutOfRange) {
+  MlaCase c = reference::MakeCase(MediumSpec(62));
+  c.kv_indices[c.kv_indices.size() / 3] = std::numeric_limits<int64_t>::min();
+  const RunResult run = Check(c, "an INT64_MIN slot");
+  ASSERT_FALSE(run.o.empty());
+  EXPECT_EQ(run.error_word, kernels::kMlaErrKvIndexOutOfRange);
+}
+
 // One captured graph replayed over inputs with and without an out-of-range slot: each replay's error
 // word is its own (the workspace is re-poisoned before each input).
 TEST_P(MlaVerifyGpu, EachGraphReplayReportsItsOwnErrors) {
