@@ -42,14 +42,18 @@ class ClientAbiTest : public ::testing::Test {
   const std::string target_ = daemon_.target();  // kjit_client_options points into it
 };
 
+// The daemon's cache is empty: every GetKernel compiles, and one compile (about 0.6 s on an idle
+// machine, several seconds on a loaded one) outlasts the 250 ms deadline, which is kept for the
+// calls while kjitd answers ServerLive; the kernels come once compiled.
 TEST_F(ClientAbiTest, InProcessAgainstTheDaemonFetchesKernelsWithoutAGpu) {
-  const kjit_client_options o = Options(target_, "in-process,remote");
+  const kjit_client_options o = Options(target_, "in-process,remote", 250);
   kjit_client* c = nullptr;
   ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();
   EXPECT_EQ(kjit_client_mode(c), KJIT_MODE_IN_PROCESS);
   EXPECT_NE(std::string(kjit_client_describe(c)).find(target_), std::string::npos) << kjit_client_describe(c);
   EXPECT_EQ(kjit_client_prepare(c, "sm_120"), KJIT_OK) << kjit_last_error();  // GetKernel, compiled on demand
   EXPECT_STREQ(kjit_last_error(), "");
+  EXPECT_EQ(kjit_client_prepare(c, "sm_120"), KJIT_OK) << kjit_last_error();  // fetched once per arch
   EXPECT_EQ(kjit_client_prepare(c, "sm_7"), KJIT_INVALID_ARGUMENT);
   EXPECT_NE(std::string(kjit_last_error()).find("sm_7"), std::string::npos) << kjit_last_error();
   kjit_client_destroy(c);
@@ -249,7 +253,9 @@ TEST(ClientAbi, NoDaemonFallsBackToEmbeddedWhichCompilesIntoTheCache) {
   EXPECT_NE(std::string(kjit_last_error()).find("in-process ("), std::string::npos) << kjit_last_error();
 }
 
-// A stuck daemon (stopped) and a dead one (killed): the call fails within the deadline.
+// A stuck daemon (stopped) and a dead one (killed): the call fails within the deadline (prepare:
+// within two, GetKernel's and then ServerLive's, since a GetKernel past its deadline may be a
+// compile that kjitd is still running).
 TEST(ClientAbi, StuckOrDeadDaemonIsAnErrorWithinTheDeadline) {
   kjit::testing::DaemonProcess daemon;
   ASSERT_TRUE(daemon.ok()) << daemon.error();
@@ -260,7 +266,8 @@ TEST(ClientAbi, StuckOrDeadDaemonIsAnErrorWithinTheDeadline) {
   ASSERT_EQ(kill(daemon.pid(), SIGSTOP), 0);
   auto t0 = Clock::now();
   EXPECT_EQ(kjit_client_prepare(c, "sm_90"), KJIT_DEADLINE_EXCEEDED) << kjit_last_error();
-  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(4000));
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2 * 1500 + 1500));
+  EXPECT_NE(std::string(kjit_last_error()).find("ServerLive"), std::string::npos) << kjit_last_error();
   ASSERT_EQ(kill(daemon.pid(), SIGCONT), 0);
   ASSERT_EQ(kill(daemon.pid(), SIGKILL), 0);  // reaped by the fixture
   t0 = Clock::now();

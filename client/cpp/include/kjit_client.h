@@ -123,7 +123,11 @@ KJIT_CLIENT_API int kjit_client_mode(const kjit_client* client);
 KJIT_CLIENT_API const char* kjit_client_describe(const kjit_client* client);
 
 /* Fetches (in-process, from kjitd) or compiles (embedded, into the cache) every kernel the client
- * launches for `arch` ("sm_90", "sm_120"), without a GPU. Other modes: nothing to do. */
+ * launches for `arch` ("sm_90", "sm_120"), without a GPU. Other modes: nothing to do. A kernel that
+ * kjitd has to compile for the call is waited for beyond deadline_ms, up to $KJIT_COMPILE_DEADLINE_MS
+ * (default 600000, never less than deadline_ms), while kjitd answers ServerLive within deadline_ms;
+ * a daemon that stops answering is KJIT_DEADLINE_EXCEEDED within two deadline_ms.
+ * The first launch for an arch does the same when prepare was not called. */
 KJIT_CLIENT_API int kjit_client_prepare(kjit_client* client, const char* arch);
 
 /* One tensor: a device address and its layout. An absent optional tensor has data == 0 and

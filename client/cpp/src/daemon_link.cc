@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <cstdlib>
@@ -46,6 +47,16 @@ StatusOr<std::unique_ptr<DaemonLink>> DaemonLink::Connect(const std::string& tar
   std::unique_ptr<DaemonLink> l(new DaemonLink());
   l->target_ = target;
   l->deadline_ = deadline;
+  if (const char* env = std::getenv("KJIT_COMPILE_DEADLINE_MS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long long ms = std::strtoll(env, &end, 10);
+    if (*end != '\0' || ms <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("$KJIT_COMPILE_DEADLINE_MS is '", env, "'; it takes a positive number of milliseconds"));
+    }
+    l->compile_deadline_ = std::chrono::milliseconds(ms);
+  }
+  l->compile_deadline_ = std::max(l->compile_deadline_, deadline);
   l->client_name_ = client_name;
   l->token_ = token;
   l->want_session_ = session;
@@ -169,8 +180,41 @@ StatusOr<std::vector<kernels::CompiledKernel>> DaemonLink::GetKernels(std::strin
     req.set_specialization(spec.name);
     req.set_arch(arch);
     kjit::v1::GetKernelResponse resp;
-    KJIT_RETURN_IF_ERROR(FromGrpc(kernels_->GetKernel(ctx.get(), req, &resp),
-                                  absl::StrCat("GetKernel ", spec.family, "/", spec.name, " for ", arch)));
+    const std::string what = absl::StrCat("GetKernel ", spec.family, "/", spec.name, " for ", arch);
+    // kjitd compiles a kernel it has not cached inside the call, and on a busy machine that takes
+    // longer than a launch's deadline. The compile goes on after the call's deadline (the cache lets
+    // one compiler per key run and the others wait for it), so while kjitd still answers ServerLive
+    // within the deadline the call is made again, up to the compile deadline; a daemon that does not
+    // answer is an error within one deadline, as everywhere else.
+    const auto start = std::chrono::steady_clock::now();
+    grpc::Status got = kernels_->GetKernel(ctx.get(), req, &resp);
+    std::string stuck;  // why the wait ended early
+    while (got.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+           std::chrono::steady_clock::now() - start < compile_deadline_) {
+      auto live_ctx = Context();
+      inference::ServerLiveRequest live_req;
+      inference::ServerLiveResponse live;
+      const grpc::Status alive = infer_->ServerLive(live_ctx.get(), live_req, &live);
+      if (!alive.ok() || !live.live()) {
+        stuck = absl::StrCat("kjitd did not answer ServerLive within ", deadline_.count(), " ms (",
+                             alive.ok() ? "not live" : alive.error_message(), ")");
+        break;
+      }
+      ctx = Context();
+      resp.Clear();
+      got = kernels_->GetKernel(ctx.get(), req, &resp);
+    }
+    if (got.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      return absl::DeadlineExceededError(absl::StrCat(
+          what, ": no kernel after ", waited.count(), " ms; ",
+          !stuck.empty() ? stuck
+                         : absl::StrCat("kjitd was still compiling it at the compile deadline of ",
+                                        compile_deadline_.count(),
+                                        " ms (raise $KJIT_COMPILE_DEADLINE_MS, or fill kjitd's cache beforehand with "
+                                        "`kjit compile`, or name the arch in kjitd --arch)")));
+    }
+    KJIT_RETURN_IF_ERROR(FromGrpc(got, what));
     kernels::CompiledKernel k;
     k.spec = spec;
     k.arch = arch;

@@ -51,7 +51,9 @@ class DaemonLink {
   // Bumped whenever the session is replaced: registrations made under an older one are gone.
   uint64_t generation() const { return generation_.load(); }
 
-  // Every specialization of `family` for `arch`, as GetKernel returns them.
+  // Every specialization of `family` for `arch`, as GetKernel returns them. A kernel kjitd compiles
+  // for the call is waited for up to the compile deadline ($KJIT_COMPILE_DEADLINE_MS, 10 minutes,
+  // at least the deadline) while kjitd answers ServerLive within the deadline.
   StatusOr<std::vector<kernels::CompiledKernel>> GetKernels(std::string_view family, const std::string& arch);
   StatusOr<kjit::v1::ListDevicesResponse> ListDevices();
 
@@ -68,6 +70,7 @@ class DaemonLink {
   std::string token_;
   bool want_session_ = false;
   std::chrono::milliseconds deadline_{10000};
+  std::chrono::milliseconds compile_deadline_{600000};  // GetKernels: $KJIT_COMPILE_DEADLINE_MS
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> infer_;
   std::unique_ptr<kjit::v1::KernelService::Stub> kernels_;
