@@ -72,9 +72,13 @@ __device__ __forceinline__ void PrefixChunk(long long prefix, int num_splits, in
 }
 
 // Where a split's KV rows come from: kv_cache slots listed in kv_indices (a prefix chunk) or the
-// request's own k_extend rows (split 0, the draft tree). Raw(t, i) is KV row i of tile t (kPastEnd
-// past the chunk); Validate turns it into a source row, or -1 when past the chunk or a slot out of
-// range (kErrKvIndexOutOfRange is raised; the row is never dereferenced and its column is masked).
+// request's own k_extend rows (split 0, the draft tree). Raw(t, i) is KV row i of tile t as loaded
+// (kPastEnd past the chunk); Validate(raw, t, i) turns it into a source row, or -1 when past the
+// chunk or a slot out of range (kErrKvIndexOutOfRange is raised; the row is never dereferenced and
+// its column is masked). "Past the chunk" is decided from the position, not from the value, so that
+// no slot value (INT64_MIN included) passes for it, and Raw never waits for its load: the kernels
+// load a tile's indices a tile ahead, and a compare in Raw put the load's latency on every tile
+// (+3 us on K2, bench/results/gpu-suite-2026-12-03-h200-57504c0.md).
 template <int kTile>
 struct KvRows {
   static constexpr long long kPastEnd = -0x7fffffffffffffffLL - 1;
@@ -92,14 +96,13 @@ struct KvRows {
         end(e),
         kv0(rq.kv0),
         tree(is_tree) {}
+  __device__ __forceinline__ long long Pos(int t, int i) const { return begin + static_cast<long long>(t) * kTile + i; }
   __device__ __forceinline__ long long Raw(const MlaVerifyParams& p, int t, int i) const {
-    const long long pos = begin + static_cast<long long>(t) * kTile + i;
+    const long long pos = Pos(t, i);
     if (pos >= end) return kPastEnd;
-    if (tree) return pos;
-    const long long slot = p.kv_indices[kv0 + pos];
-    return slot == kPastEnd ? -1 : slot;  // an entry equal to the sentinel is out of range, not past the end
+    return tree ? pos : p.kv_indices[kv0 + pos];
   }
-  __device__ __forceinline__ long long Validate(const MlaVerifyParams& p, long long raw) const;
+  __device__ __forceinline__ long long Validate(const MlaVerifyParams& p, long long raw, int t, int i) const;
 };
 
 // A CTA whose chunk is empty writes an empty state (weight 0, O zeroed) for its rows, so the
@@ -140,8 +143,9 @@ __device__ __forceinline__ void CheckVExtend(const MlaVerifyParams& p, const Req
 }
 
 template <int kTile>
-__device__ __forceinline__ long long KvRows<kTile>::Validate(const MlaVerifyParams& p, long long raw) const {
-  if (raw == kPastEnd) return -1;
+__device__ __forceinline__ long long KvRows<kTile>::Validate(const MlaVerifyParams& p, long long raw, int t,
+                                                             int i) const {
+  if (Pos(t, i) >= end) return -1;
   if (!tree && (raw < 0 || raw >= p.num_slots)) {
     RaiseError(kErrKvIndexOutOfRange);
     return -1;

@@ -89,7 +89,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   const bool round_p = fp8_rows && (p.is_causal & kFp8RoundBit) != 0;  // fp8 numerics: P (and Q) rounded to e4m3
   constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
   auto load_raw = [&](int t, int i) { return kv_rows.Raw(p, t, i); };
-  auto validate = [&](long long raw) { return kv_rows.Validate(p, raw); };
+  auto validate = [&](long long raw, int t, int i) { return kv_rows.Validate(p, raw, t, i); };
   // Warp w gathers rows w, w + kWarps, ...: lane copies chunks lane, lane + 32, lane + 64 (< 72) of
   // the row, so a row costs one index load and one 64-bit address (few registers live beside O).
   auto gather = [&](int t) {
@@ -124,8 +124,8 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
 
   // Prologue: indices of tiles 0 and 1, then Q and tile 0 in one cp.async group.
   if (tid < kTile) {
-    sm.idx[0][tid] = validate(load_raw(0, tid));
-    sm.idx[1][tid] = num_tiles > 1 ? validate(load_raw(1, tid)) : -1;
+    sm.idx[0][tid] = validate(load_raw(0, tid), 0, tid);
+    sm.idx[1][tid] = num_tiles > 1 ? validate(load_raw(1, tid), 1, tid) : -1;
   }
   __syncthreads();
   {
@@ -360,7 +360,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
 #pragma unroll 1
       for (int kk = 0; kk < kTile / 16; ++kk) pv_step(kk);
     }
-    if (stage_next) sm.idx[(t + 2) % kIdxRing][tid] = validate(raw_next);
+    if (stage_next) sm.idx[(t + 2) % kIdxRing][tid] = validate(raw_next, t + 2, tid);
   }
 
   // ---- Row sums across the four warps of a row group, then the normalized partial state.
