@@ -4,7 +4,9 @@ a launch against the float64 reference, then kjitd is killed (SIGKILL): each cli
 raises kjit.Error UNAVAILABLE (or DEADLINE_EXCEEDED) within the deadline, never hangs; then kjitd
 starts again on the same socket: the same clients, not new ones, launch correctly again (the ring
 and remote modes open a new session, register their memory again and the ring mode opens a new
-ring). The in-process client keeps launching throughout (no RPC per call).
+ring). The in-process client keeps launching throughout (no RPC per call). Ring and remote clients
+without a session are there too: nothing tells them of the restart, so the ring client finds it
+by its first unanswered call (kjitd no longer knows the ring) and the remote one by NOT_FOUND.
 
 usage: client_restart.py --kjitd PATH   (needs torch with CUDA, $KJIT_CLIENT_LIB or a build tree)
 """
@@ -27,7 +29,9 @@ from client_cases import Case, build_index, call_args, call_kwargs, make_kv_cach
 from client_cases import reference_of  # noqa: E402
 from mla_reference_torch import compare  # noqa: E402
 
-MODES = (("ring", False), ("ring", True), ("remote", False), ("remote", True), ("in-process", False))
+# (mode, events, session)
+MODES = (("ring", False, True), ("ring", True, True), ("remote", False, True), ("remote", True, True),
+         ("in-process", False, True), ("ring", False, False), ("remote", False, False))
 DEADLINE_MS = 5000
 UNAVAILABLE, DEADLINE_EXCEEDED = 14, 4
 CASE = Case("restart_b2_h16", 16, (37, 300), (5, 17), seed=21)
@@ -73,8 +77,8 @@ def launch(client, t, kv):
     torch.cuda.synchronize()
 
 
-def name_of(mode, events):
-    return mode + ("-events" if events else "")
+def name_of(mode, events, session=True):
+    return mode + ("-events" if events else "") + ("" if session else "-no-session")
 
 
 def main():
@@ -87,13 +91,15 @@ def main():
     d = Daemon(args.kjitd)
     failed = []
     clients = {}
-    for mode, events in MODES:
-        c = kjit.Client(target=d.target, modes=mode, events=events, deadline_ms=DEADLINE_MS, client_name="restart")
-        clients[name_of(mode, events)] = c
+    for mode, events, session in MODES:
+        name = name_of(mode, events, session)
+        c = kjit.Client(target=d.target, modes=mode, events=events, deadline_ms=DEADLINE_MS, client_name="restart",
+                        session=session)
+        clients[name] = c
         launch(c, t, kv)
         ok, detail = compare(t.o, ref)
-        print(f"{'PASS' if ok else 'FAIL'} {name_of(mode, events)} before the restart: {detail}", flush=True)
-        ok or failed.append(name_of(mode, events) + " before")
+        print(f"{'PASS' if ok else 'FAIL'} {name} before the restart: {detail}", flush=True)
+        ok or failed.append(name + " before")
 
     d.kill()
     for name, c in clients.items():

@@ -73,6 +73,18 @@ void RemoteLauncher::CloseRing() {
 
 Status RemoteLauncher::Resync() {
   KJIT_RETURN_IF_ERROR(link_->EnsureSession());
+  if (link_->generation() == generation_ && !stale_ && ring_timed_out_) {
+    // Only the ring is replaced: the old one is unregistered (kjitd's poller lets go of it) and a new
+    // one opened; every other registration stands.
+    ring_timed_out_ = false;
+    UnregisterRing();
+    CloseRing();
+    if (Status s = OpenRing(); !s.ok()) {
+      CloseRing();
+      return Status(s.code(), absl::StrCat("opening a new launch ring after one went unanswered: ", s.message()));
+    }
+    return absl::OkStatus();
+  }
   if (link_->generation() == generation_ && !stale_ && (ring_ || !want_ring_)) return absl::OkStatus();
   // kjitd restarted (a new session) or answered NOT_FOUND: register everything again. A NOT_FOUND
   // from a live daemon (a launch that named something it had dropped) must not leave the rest
@@ -85,6 +97,7 @@ Status RemoteLauncher::Resync() {
   CloseRing();
   generation_ = link_->generation();
   stale_ = false;
+  ring_timed_out_ = false;
   if (want_ring_) {
     if (Status s = OpenRing(); !s.ok()) {
       CloseRing();
@@ -143,16 +156,19 @@ Status RemoteLauncher::OpenRing() {
   return absl::OkStatus();
 }
 
+void RemoteLauncher::UnregisterRing() {
+  if (ring_region_.empty()) return;
+  auto ctx = link_->Context();
+  inference::SystemSharedMemoryUnregisterRequest req;
+  req.set_name(ring_region_);
+  inference::SystemSharedMemoryUnregisterResponse resp;
+  (void)link_->infer()->SystemSharedMemoryUnregister(ctx.get(), req, &resp);
+}
+
 void RemoteLauncher::UnregisterAll() {
   // Best effort within the deadline: after a restart kjitd knows none of them (NOT_FOUND), and a
   // session releases everything anyway when the client goes.
-  if (!ring_region_.empty()) {
-    auto ctx = link_->Context();
-    inference::SystemSharedMemoryUnregisterRequest req;
-    req.set_name(ring_region_);
-    inference::SystemSharedMemoryUnregisterResponse resp;
-    (void)link_->infer()->SystemSharedMemoryUnregister(ctx.get(), req, &resp);
-  }
+  UnregisterRing();
   for (const auto& [base, a] : allocations_) {
     auto ctx = link_->Context();
     inference::CudaSharedMemoryUnregisterRequest req;
@@ -275,8 +291,29 @@ Status RemoteLauncher::Send(const inference::ModelInferRequest& req) {
   }
   req.SerializeToString(&request_bytes_);
   int code = 0;
-  KJIT_RETURN_IF_ERROR(ring_->Call(request_bytes_, &response_bytes_, &code, &message_,
-                                   std::chrono::duration_cast<std::chrono::microseconds>(link_->deadline())));
+  if (Status s = ring_->Call(request_bytes_, &response_bytes_, &code, &message_,
+                             std::chrono::duration_cast<std::chrono::microseconds>(link_->deadline()));
+      !s.ok()) {
+    if (s.code() != absl::StatusCode::kDeadlineExceeded) return s;
+    // No answer: the ring is not used again (a late answer would pass for the next call's), and
+    // kjitd is asked over gRPC whether it still has it. A kjitd that restarted has no poller on it
+    // and knows no registration (NOT_FOUND, which Launch answers by registering everything again and
+    // sending once more; without a session nothing else would notice the restart).
+    ring_timed_out_ = true;
+    auto ctx = link_->Context();
+    inference::SystemSharedMemoryStatusRequest sreq;
+    sreq.set_name(ring_region_);
+    inference::SystemSharedMemoryStatusResponse sresp;
+    const Status known = FromGrpc(link_->infer()->SystemSharedMemoryStatus(ctx.get(), sreq, &sresp),
+                                  "SystemSharedMemoryStatus of the launch ring");
+    if (known.code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError(absl::StrCat(s.message(), "; kjitd no longer knows the ring (", known.message(),
+                                              "): it restarted"));
+    }
+    if (!known.ok()) return Status(known.code(), absl::StrCat(s.message(), "; then ", known.message()));
+    return absl::DeadlineExceededError(
+        absl::StrCat(s.message(), " (kjitd still holds the ring: a slow launch); the next call opens a new ring"));
+  }
   if (code == 0) return absl::OkStatus();
   const auto c = code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kUnknown;
   return Status(c, absl::StrCat("ModelInfer on the launch ring: ", message_));

@@ -8,7 +8,8 @@
 // ends with the old daemon and the next launch opens a new session and registers everything
 // again (a new ring too); while the daemon is away a launch answers UNAVAILABLE within the
 // deadline. Without a session, a launch answered NOT_FOUND (an unknown region or event) registers
-// again and is sent once more.
+// again and is sent once more; so is a ring call that goes unanswered while kjitd, asked over gRPC,
+// no longer knows the ring. An unanswered ring is never used again: the next launch opens a new one.
 #pragma once
 
 #include <cuda.h>
@@ -61,6 +62,7 @@ class RemoteLauncher {
   Status OpenRing();
   void CloseRing();  // this side only: unmaps and unlinks the ring's object
   void UnregisterAll();  // every region, event and the ring, best effort (the destructor, a resync)
+  void UnregisterRing();  // the ring's region, best effort
   // Registers what `call` names and sends it: NOT_FOUND when kjitd no longer knows a registration.
   Status SendCall(const VerifyCall& call, Device* d, CUstream stream);
   StatusOr<Device*> DeviceFor(int64_t ordinal);
@@ -75,6 +77,7 @@ class RemoteLauncher {
   bool want_ring_ = false;
   uint64_t generation_;  // the link's generation() the registrations below were made in
   bool stale_ = false;   // a launch found them gone
+  bool ring_timed_out_ = false;  // a ring call went unanswered: the next launch opens a new ring
   std::mutex mu_;  // one launch at a time: the ring has one slot, registrations are shared
   std::map<int64_t, std::unique_ptr<Device>> devices_;
   std::map<CUdeviceptr, Allocation> allocations_;  // by base
