@@ -185,7 +185,7 @@ StatusOr<std::vector<kernels::CompiledKernel>> DaemonLink::GetKernels(std::strin
     // longer than a launch's deadline. The compile goes on after the call's deadline (the cache lets
     // one compiler per key run and the others wait for it), so while kjitd still answers ServerLive
     // within the deadline the call is made again, up to the compile deadline; a daemon that does not
-    // answer is an error within one deadline, as everywhere else.
+    // answer is an error within two deadlines (the call's, then ServerLive's).
     const auto start = std::chrono::steady_clock::now();
     grpc::Status got = kernels_->GetKernel(ctx.get(), req, &resp);
     std::string stuck;  // why the wait ended early
