@@ -161,7 +161,15 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const std::string& s
       return absl::AlreadyExistsError(absl::StrCat("region '", name, "' is a launch ring already"));
     rings_.erase(it);  // a ring on an earlier region of that name, not yet noticed that it is gone
   }
-  if (rings_.size() >= max_rings_) {
+  // Pollers whose region was unregistered stop by themselves within 50 ms (Run); until then they
+  // do not count, or a client that replaces its ring (unregisters it and opens another) would be
+  // refused at the limit.
+  size_t live = 0;
+  for (const auto& [ring_name, poller] : rings_) {
+    auto current = regions_->FindRegion(ring_name, poller->region()->session);
+    live += current.ok() && current->get() == poller->region() ? 1 : 0;
+  }
+  if (live >= max_rings_) {
     return absl::ResourceExhaustedError(absl::StrCat("kjitd serves ", max_rings_,
                                                      " launch rings, its limit (--max-rings): close one first"));
   }

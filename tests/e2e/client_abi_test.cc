@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -56,6 +57,17 @@ TEST_F(ClientAbiTest, InProcessAgainstTheDaemonFetchesKernelsWithoutAGpu) {
   EXPECT_EQ(kjit_client_prepare(c, "sm_120"), KJIT_OK) << kjit_last_error();  // fetched once per arch
   EXPECT_EQ(kjit_client_prepare(c, "sm_7"), KJIT_INVALID_ARGUMENT);
   EXPECT_NE(std::string(kjit_last_error()).find("sm_7"), std::string::npos) << kjit_last_error();
+  kjit_client_destroy(c);
+}
+
+// "Forever" as a deadline: cut to 30 days, not wrapped into the past (every RPC would fail at once
+// and the client fall back to another mode).
+TEST_F(ClientAbiTest, AnInt64MaxDeadlineIsTakenAsALongOne) {
+  const kjit_client_options o = Options(target_, "in-process", INT64_MAX);
+  kjit_client* c = nullptr;
+  ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();
+  EXPECT_EQ(kjit_client_mode(c), KJIT_MODE_IN_PROCESS);
+  EXPECT_EQ(kjit_client_prepare(c, "sm_7"), KJIT_INVALID_ARGUMENT) << kjit_last_error();  // answered, not timed out
   kjit_client_destroy(c);
 }
 

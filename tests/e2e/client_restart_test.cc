@@ -85,4 +85,43 @@ TEST(ClientRestart, RingClientOpensANewSessionAndRingAfterKjitdRestarts) {
   EXPECT_EQ(daemon.Stop(), 0);
 }
 
+// After a restart the ring client cannot open a new ring (another client holds the one kjitd
+// serves, --max-rings 1): each launch says so, and leaves no region behind. With room for two
+// regions (the other ring's and one more), a ring region left registered by the first refusal
+// would make the second fail on --max-regions instead.
+TEST(ClientRestart, ARingThatCannotBeOpenedAgainLeavesNoRegionBehind) {
+  if (access("/proc/driver/nvidia/version", F_OK) == 0) GTEST_SKIP() << "a GPU machine: the launch would run";
+  kjit::testing::DaemonProcess daemon({"--max-rings", "1", "--max-regions", "2"});
+  ASSERT_TRUE(daemon.ok()) << daemon.error();
+  const std::string target = daemon.target();
+  kjit_client_options o{};
+  o.struct_size = sizeof(o);
+  o.target = target.c_str();
+  o.modes = "ring";
+  o.deadline_ms = 2000;
+  o.client_name = "client_restart_test";
+  kjit_client* c = nullptr;
+  ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();
+  ASSERT_TRUE(daemon.KillAndRestart()) << daemon.error();
+  kjit_client* other = nullptr;  // takes the new daemon's only ring
+  ASSERT_EQ(kjit_client_create(&o, &other), KJIT_OK) << kjit_last_error();
+  const kjit_mla_verify_args a = ValidArgs();
+  int rc = KJIT_UNAVAILABLE;
+  for (const auto until = Clock::now() + std::chrono::seconds(10); rc == KJIT_UNAVAILABLE && Clock::now() < until;) {
+    rc = kjit_mla_verify(c, &a, 0, nullptr);  // UNAVAILABLE until the old session's end is seen
+    if (rc == KJIT_UNAVAILABLE) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0) rc = kjit_mla_verify(c, &a, 0, nullptr);
+    const std::string why = kjit_last_error();
+    EXPECT_EQ(rc, KJIT_RESOURCE_EXHAUSTED) << i << ": " << why;
+    EXPECT_NE(why.find("--max-rings"), std::string::npos) << i << ": " << why;
+    EXPECT_EQ(why.find("--max-regions"), std::string::npos) << i << ": " << why;
+  }
+  kjit_client_destroy(other);  // its ring is free again: the next launch opens one
+  EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_FAILED_PRECONDITION) << kjit_last_error();  // no GPU here
+  kjit_client_destroy(c);
+  EXPECT_EQ(daemon.Stop(), 0);
+}
+
 }  // namespace

@@ -162,5 +162,38 @@ class VerifyArgsTest(unittest.TestCase):
         self.assertEqual(calls[1]["kv_cache"]["dtype"], _native.DTYPE_FP8_E4M3)
 
 
+class ClientMlaVerifyTest(unittest.TestCase):
+    """kjit.Client.mla_verify over a stand-in for the library's kjit_mla_verify, which writes the
+    workspace it needs through its last argument on every call (0 when it launched)."""
+
+    def test_a_workspace_request_is_not_lost_to_another_threads_call(self):
+        import threading
+        client = object.__new__(kjit.Client)  # no library: only mla_verify's own state
+        client._tls = threading.local()
+        a_wrote, b_done = threading.Event(), threading.Event()
+
+        def verify(handle, args, stream, needed_ref):
+            needed = needed_ref._obj  # the c_uint64 behind ctypes.byref
+            if args == "a":  # needs 4096 bytes; returns only after b's call wrote its 0
+                needed.value = 4096
+                a_wrote.set()
+                b_done.wait(10)
+                return _native.KJIT_WORKSPACE_TOO_SMALL
+            a_wrote.wait(10)
+            needed.value = 0
+            b_done.set()
+            return _native.KJIT_OK
+
+        client._verify = verify
+        client._handle = 1
+        got = {}
+        threads = [threading.Thread(target=lambda n=n: got.__setitem__(n, client.mla_verify(n, 0))) for n in "ab"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        self.assertEqual(got, {"a": 4096, "b": 0})
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -95,7 +95,8 @@ typedef struct kjit_client_options {
   uint64_t struct_size;     /* sizeof(kjit_client_options) */
   const char* target;       /* "unix:///path" or "host:port"; NULL: $KJIT_TARGET, else PROTOCOL.md's socket */
   const char* modes;        /* e.g. "in-process,ring,remote,embedded" (the default); NULL: $KJIT_MODES */
-  int64_t deadline_ms;      /* of every RPC and ring call; <= 0: $KJIT_DEADLINE_MS, else 10000 */
+  int64_t deadline_ms;      /* of every RPC and ring call; <= 0: $KJIT_DEADLINE_MS, else 10000;
+                             * at most 30 days (larger values, INT64_MAX included, are cut to it) */
   const char* cache_dir;    /* embedded mode; NULL: $KJIT_CACHE_DIR, else the default cache */
   const char* client_name;  /* shown in kjitd's log for this client's session; NULL: "kjit pid N" */
   int64_t flags;            /* KJIT_MODE_FLAG_* */

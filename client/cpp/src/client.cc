@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -129,6 +130,8 @@ StatusOr<std::unique_ptr<Client>> Client::Create(const kjit_client_options* opti
     const char* env = Env("KJIT_DEADLINE_MS");
     o.deadline_ms = env != nullptr ? std::max(1L, std::strtol(env, nullptr, 10)) : 10000;
   }
+  // "Forever" (INT64_MAX) would wrap the clocks' arithmetic into the past: at most 30 days.
+  o.deadline_ms = std::min<int64_t>(o.deadline_ms, kMaxDeadlineMs);
   const char* modes_text = o.modes != nullptr ? o.modes : Env("KJIT_MODES");
   KJIT_ASSIGN_OR_RETURN(std::vector<Mode> modes, ParseModes(modes_text != nullptr ? modes_text : kDefaultModes));
   std::unique_ptr<Client> c(new Client());

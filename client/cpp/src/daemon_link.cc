@@ -54,7 +54,7 @@ StatusOr<std::unique_ptr<DaemonLink>> DaemonLink::Connect(const std::string& tar
       return absl::InvalidArgumentError(
           absl::StrCat("$KJIT_COMPILE_DEADLINE_MS is '", env, "'; it takes a positive number of milliseconds"));
     }
-    l->compile_deadline_ = std::chrono::milliseconds(ms);
+    l->compile_deadline_ = std::chrono::milliseconds(std::min<long long>(ms, kMaxDeadlineMs));
   }
   l->compile_deadline_ = std::max(l->compile_deadline_, deadline);
   l->client_name_ = client_name;

@@ -24,6 +24,9 @@
 
 namespace kjit::client {
 
+// The longest deadline taken (30 days): larger ones, "forever" included, are cut to it.
+inline constexpr int64_t kMaxDeadlineMs = 30LL * 24 * 3600 * 1000;
+
 // PROTOCOL.md's socket: $XDG_RUNTIME_DIR/kjit/kjitd.sock, else /run/kjit/kjitd.sock, else
 // /tmp/kjit-$UID/kjitd.sock; the first that exists, else the first candidate.
 std::string DefaultTarget();

@@ -73,19 +73,22 @@ void RemoteLauncher::CloseRing() {
 
 Status RemoteLauncher::Resync() {
   KJIT_RETURN_IF_ERROR(link_->EnsureSession());
-  if (link_->generation() == generation_ && !stale_ && ring_timed_out_) {
-    // Only the ring is replaced: the old one is unregistered (kjitd's poller lets go of it) and a new
-    // one opened; every other registration stands.
-    ring_timed_out_ = false;
-    UnregisterRing();
-    CloseRing();
-    if (Status s = OpenRing(); !s.ok()) {
+  if (link_->generation() == generation_ && !stale_) {
+    // The registrations stand. A ring that went unanswered is replaced (the old one unregistered,
+    // so kjitd's poller lets go of it), and one that could not be opened is tried again.
+    if (ring_timed_out_) {
+      ring_timed_out_ = false;
+      UnregisterRing();
       CloseRing();
-      return Status(s.code(), absl::StrCat("opening a new launch ring after one went unanswered: ", s.message()));
+    }
+    if (want_ring_ && !ring_) {
+      if (Status s = OpenRing(); !s.ok()) {
+        CloseRing();
+        return Status(s.code(), absl::StrCat("opening a new launch ring: ", s.message()));
+      }
     }
     return absl::OkStatus();
   }
-  if (link_->generation() == generation_ && !stale_ && (ring_ || !want_ring_)) return absl::OkStatus();
   // kjitd restarted (a new session) or answered NOT_FOUND: register everything again. A NOT_FOUND
   // from a live daemon (a launch that named something it had dropped) must not leave the rest
   // registered under names this client forgets, so they are unregistered first; after a restart
@@ -151,9 +154,21 @@ Status RemoteLauncher::OpenRing() {
   kjit::v1::OpenRingRequest req;
   req.set_region(ring_region_);
   kjit::v1::OpenRingResponse resp;
-  KJIT_RETURN_IF_ERROR(FromGrpc(link_->kernels()->OpenRing(ctx.get(), req, &resp), "OpenRing"));
+  if (Status s = FromGrpc(link_->kernels()->OpenRing(ctx.get(), req, &resp), "OpenRing"); !s.ok()) {
+    UnregisterRing();  // else kjitd keeps the region (without a session, for good)
+    ring_region_.clear();
+    return s;
+  }
   ring_.emplace(ring);
   return absl::OkStatus();
+}
+
+void RemoteLauncher::UnregisterCuda(const std::string& region) {
+  auto ctx = link_->Context();
+  inference::CudaSharedMemoryUnregisterRequest req;
+  req.set_name(region);
+  inference::CudaSharedMemoryUnregisterResponse resp;
+  (void)link_->infer()->CudaSharedMemoryUnregister(ctx.get(), req, &resp);
 }
 
 void RemoteLauncher::UnregisterRing() {
@@ -169,13 +184,7 @@ void RemoteLauncher::UnregisterAll() {
   // Best effort within the deadline: after a restart kjitd knows none of them (NOT_FOUND), and a
   // session releases everything anyway when the client goes.
   UnregisterRing();
-  for (const auto& [base, a] : allocations_) {
-    auto ctx = link_->Context();
-    inference::CudaSharedMemoryUnregisterRequest req;
-    req.set_name(a.region);
-    inference::CudaSharedMemoryUnregisterResponse resp;
-    (void)link_->infer()->CudaSharedMemoryUnregister(ctx.get(), req, &resp);
-  }
+  for (const auto& [base, a] : allocations_) UnregisterCuda(a.region);
   for (const auto& [ordinal, d] : devices_) {
     for (const std::string& name : {d->ready_name, d->done_name}) {
       if (name.empty()) continue;
@@ -254,9 +263,16 @@ StatusOr<std::pair<std::string, uint64_t>> RemoteLauncher::RegionFor(CUdeviceptr
     return absl::InvalidArgumentError("a tensor is not inside one CUDA allocation");
   }
   auto it = allocations_.find(base);
-  if (it != allocations_.end() && it->second.buffer_id == buffer_id && it->second.size == size) {
-    checked_.push_back(&it->second);
-    return std::pair{it->second.region, ptr - base};
+  if (it != allocations_.end()) {
+    if (it->second.buffer_id == buffer_id && it->second.size == size) {
+      checked_.push_back(&it->second);
+      return std::pair{it->second.region, ptr - base};
+    }
+    // The allocation registered at this address was freed and the address reused: kjitd's mapping
+    // is of the old memory. It is unregistered (best effort) and forgotten before the new one is
+    // registered, so no request names it again. (Never in checked_: it did not match above.)
+    UnregisterCuda(it->second.region);
+    allocations_.erase(it);
   }
   CUipcMemHandle handle;
   const CUresult r = api->cuIpcGetMemHandle(&handle, base);
@@ -278,7 +294,7 @@ StatusOr<std::pair<std::string, uint64_t>> RemoteLauncher::RegionFor(CUdeviceptr
   inference::CudaSharedMemoryRegisterResponse resp;
   KJIT_RETURN_IF_ERROR(FromGrpc(link_->infer()->CudaSharedMemoryRegister(ctx.get(), req, &resp),
                                 "CudaSharedMemoryRegister"));
-  Allocation& added = allocations_.emplace(base, std::move(a)).first->second;
+  Allocation& added = allocations_.insert_or_assign(base, std::move(a)).first->second;
   checked_.push_back(&added);
   return std::pair{added.region, ptr - base};
 }

@@ -63,6 +63,7 @@ class RemoteLauncher {
   void CloseRing();  // this side only: unmaps and unlinks the ring's object
   void UnregisterAll();  // every region, event and the ring, best effort (the destructor, a resync)
   void UnregisterRing();  // the ring's region, best effort
+  void UnregisterCuda(const std::string& region);  // one CUDA IPC region, best effort
   // Registers what `call` names and sends it: NOT_FOUND when kjitd no longer knows a registration.
   Status SendCall(const VerifyCall& call, Device* d, CUstream stream);
   StatusOr<Device*> DeviceFor(int64_t ordinal);

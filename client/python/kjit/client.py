@@ -39,8 +39,7 @@ class Client:
         self._lib = lib
         self._handle = handle.value
         self._verify = lib.kjit_mla_verify
-        self._needed = ctypes.c_uint64(0)
-        self._needed_ref = ctypes.byref(self._needed)
+        self._tls = threading.local()  # each thread's workspace_needed: calls of two threads may overlap
         self.mode = _native.MODES.get(lib.kjit_client_mode(self._handle), "?")
         self.description = lib.kjit_client_describe(self._handle).decode()
 
@@ -65,11 +64,18 @@ class Client:
     def mla_verify(self, args, stream):
         """Launches from a filled kjit_mla_verify_args buffer (torch_ops.py fills it). Returns 0, or
         the workspace size the launch needs when the buffer's is smaller (nothing was queued)."""
-        code = self._verify(self._handle, args, stream, self._needed_ref)
+        tls = self._tls
+        try:
+            needed, needed_ref = tls.needed
+        except AttributeError:
+            needed = ctypes.c_uint64(0)
+            needed_ref = ctypes.byref(needed)
+            tls.needed = needed, needed_ref
+        code = self._verify(self._handle, args, stream, needed_ref)
         if code == _native.KJIT_OK:
             return 0
         if code == _native.KJIT_WORKSPACE_TOO_SMALL:
-            return self._needed.value
+            return needed.value
         if code == UNIMPLEMENTED:  # refused before launching (e.g. a strided view through the daemon)
             raise Unsupported(_native.last_error())
         raise Error(code, _native.last_error())
