@@ -1,6 +1,9 @@
 #include "runtime/server/infer_decode.h"
 
 #include <cstring>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/client_text.h"
@@ -98,6 +101,33 @@ bool HasContents(const inference::InferTensorContents& c) {
          c.fp64_contents_size() || c.bytes_contents_size();
 }
 
+// Each schema tensor appears at most once, so a request with more tensors than the schema names a
+// tensor twice or one the schema lacks; it is refused here, naming that tensor, before any
+// per-tensor work. (A request of many thousand empty tensors would otherwise cost time quadratic in
+// their number: each output's shape scans the inputs.) Only the first schema-size + 1 names are
+// looked at: among them there is such a tensor.
+template <class Tensors>
+Status CheckCount(const Tensors& tensors, std::span<const kernels::TensorSchema> schema, const char* kind,
+                  const std::string& model) {
+  if (static_cast<size_t>(tensors.size()) <= schema.size()) return absl::OkStatus();
+  std::string known;
+  for (const kernels::TensorSchema& t : schema) absl::StrAppend(&known, known.empty() ? "" : ", ", t.name);
+  std::vector<bool> seen(schema.size(), false);
+  for (size_t i = 0; i <= schema.size(); ++i) {
+    const std::string& name = tensors.Get(static_cast<int>(i)).name();
+    const int slot = kernels::SchemaIndex(schema, name);
+    if (slot < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", ClientText(name), "': unknown ", kind,
+                                                     " of model '", model, "' (expected ", known, ")"));
+    }
+    if (seen[slot]) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': ", kind, " given twice"));
+    }
+    seen[slot] = true;
+  }
+  return absl::InternalError("more tensors than the schema, yet none repeated or unknown");
+}
+
 Status DecodeInputs(const inference::ModelInferRequest& req, DecodedInfer* out) {
   int raw_used = 0;
   out->owned.reserve(req.inputs_size());
@@ -182,6 +212,8 @@ Status DecodeInferRequest(const inference::ModelInferRequest& req, DecodedInfer*
     KJIT_ASSIGN_OR_RETURN(kernels::ParamValue v, WireValue(name, p));
     out->request.params.push_back({name, std::move(v)});
   }
+  KJIT_RETURN_IF_ERROR(CheckCount(req.inputs(), family->inputs(), "input", std::string(family->name())));
+  KJIT_RETURN_IF_ERROR(CheckCount(req.outputs(), family->outputs(), "output", std::string(family->name())));
   KJIT_RETURN_IF_ERROR(DecodeInputs(req, out));
   return DecodeOutputs(req, *family, out);
 }

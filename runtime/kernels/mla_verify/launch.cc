@@ -20,9 +20,7 @@ Status Invalid(const std::string& what) {
 }
 
 Status CheckPtr(CUdeviceptr ptr, const char* name, unsigned align) {
-  if (ptr == 0) return Invalid(absl::StrCat(name, " is null"));
-  if (ptr % align != 0) return Invalid(absl::StrCat(name, " must be ", align, "-byte aligned"));
-  return absl::OkStatus();
+  return CheckLaunchPointer(kMlaVerifyFamily, ptr, name, align);
 }
 
 template <typename T>
@@ -55,6 +53,15 @@ Status Launch(const driver::Api& api, CUfunction f, const KernelGeometry& g, CUs
 }
 
 }  // namespace
+
+Status CheckLaunchPointer(std::string_view family, CUdeviceptr ptr, const char* name, unsigned align) {
+  const absl::string_view f(family.data(), family.size());
+  if (ptr == 0) return absl::InvalidArgumentError(absl::StrCat(f, " launch: ", name, " is null"));
+  if (ptr % align != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(f, " launch: ", name, " must be ", align, "-byte aligned"));
+  }
+  return absl::OkStatus();
+}
 
 Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, const MlaVerifyProblem& p,
                        const MlaVerifyBuffers& b, CUstream stream) {

@@ -3,6 +3,8 @@
 
 #include <cuda.h>
 
+#include <string_view>
+
 #include "runtime/common/status.h"
 #include "runtime/kernels/catalog.h"
 #include "runtime/kernels/mla_verify/args.h"
@@ -19,5 +21,10 @@ namespace kjit::kernels {
 // 256). Errors the kernels detect land in the error word (plan.error_word_offset).
 Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, const MlaVerifyProblem& p,
                        const MlaVerifyBuffers& b, CUstream stream);
+
+// A device pointer a kernel dereferences: INVALID_ARGUMENT "<family> launch: <name> is null" or
+// "... must be <align>-byte aligned" (a misaligned access is a sticky CUDA error that poisons the
+// context of every client on the GPU, so it is refused before any launch).
+Status CheckLaunchPointer(std::string_view family, CUdeviceptr ptr, const char* name, unsigned align);
 
 }  // namespace kjit::kernels

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernel_sources/mla_verify_naive/naive_params.h"
+#include "runtime/kernels/mla_verify/launch.h"
 
 namespace kjit::kernels {
 namespace {
@@ -78,10 +79,31 @@ Status LaunchMlaVerifyNaive(const KernelTable& kernels, const MlaVerifyPlan& pla
         "mla_verify_naive ORs its error word atomically in the workspace; leave buffers.error_word 0");
   }
   const bool any_rows = problem.num_q > 0;
-  if (any_rows && (buffers.q == 0 || buffers.k_extend == 0 || buffers.qo_indptr == 0 || buffers.kv_indptr == 0 ||
-                   (problem.check_v_extend && buffers.v_extend == 0) ||
-                   buffers.o == 0 || (problem.write_lse && buffers.lse == 0))) {
-    return absl::InvalidArgumentError("mla_verify_naive: a required buffer is 0");
+  if (any_rows) {
+    // Null or misaligned for the kernel's element accesses: refused here, since a misaligned access
+    // would poison the GPU's context for every client (the fast family checks the same).
+    const std::string_view f = kMlaVerifyNaiveFamily;
+    const unsigned cache_align = problem.kv_dtype == KvDtype::kFp8E4m3 ? 1 : 2;
+    KJIT_RETURN_IF_ERROR(CheckLaunchPointer(f, buffers.q, "q", 2));
+    KJIT_RETURN_IF_ERROR(CheckLaunchPointer(f, buffers.k_extend, "k_extend", 2));
+    if (problem.check_v_extend) KJIT_RETURN_IF_ERROR(CheckLaunchPointer(f, buffers.v_extend, "v_extend", 2));
+    KJIT_RETURN_IF_ERROR(CheckLaunchPointer(f, buffers.qo_indptr, "qo_indptr", problem.qo_indptr_64 ? 8 : 4));
+    KJIT_RETURN_IF_ERROR(CheckLaunchPointer(f, buffers.kv_indptr, "kv_indptr", problem.kv_indptr_64 ? 8 : 4));
+    KJIT_RETURN_IF_ERROR(CheckLaunchPointer(f, buffers.o, "o", 2));
+    if (problem.write_lse) KJIT_RETURN_IF_ERROR(CheckLaunchPointer(f, buffers.lse, "lse", 4));
+    if (problem.num_kv_indices > 0) {
+      KJIT_RETURN_IF_ERROR(CheckLaunchPointer(f, buffers.kv_indices, "kv_indices", 8));
+      KJIT_RETURN_IF_ERROR(CheckLaunchPointer(f, buffers.kv_cache, "kv_cache", cache_align));
+    }
+    if (problem.mask_len > 0) {
+      KJIT_RETURN_IF_ERROR(CheckLaunchPointer(f, buffers.mask, "mask", problem.mask_kind == MaskKind::kPacked ? 4 : 1));
+    }
+    if (problem.mask_kind == MaskKind::kBool) {
+      KJIT_RETURN_IF_ERROR(CheckLaunchPointer(f, buffers.mask_indptr, "mask_indptr", 8));
+    }
+    if (buffers.accumulated_error_word != 0) {
+      KJIT_RETURN_IF_ERROR(CheckLaunchPointer(f, buffers.accumulated_error_word, "accumulated_error_word", 4));
+    }
   }
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   const CUdeviceptr error_word = buffers.workspace + plan.error_word_offset;
