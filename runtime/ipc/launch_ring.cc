@@ -35,7 +35,7 @@ StatusOr<RingClient> RingClient::Create(void* mem, size_t bytes) {
   if (mem == nullptr || bytes < kRingHeaderBytes + 2)
     return absl::InvalidArgumentError(absl::StrCat("a launch ring needs more than ", kRingHeaderBytes + 1,
                                                    " bytes of shared memory, got ", bytes));
-  const size_t cap = std::min<size_t>((bytes - kRingHeaderBytes) / 2, size_t{1} << 31);
+  const size_t cap = std::min<size_t>((bytes - kRingHeaderBytes) / 2, kRingMaxCapacity);
   auto* h = static_cast<RingHeader*>(mem);
   std::memset(h, 0, kRingHeaderBytes);
   h->magic = kRingMagic;

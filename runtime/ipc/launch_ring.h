@@ -53,6 +53,9 @@ static_assert(offsetof(RingHeader, capacity) == 8 && offsetof(RingHeader, reques
                   offsetof(RingHeader, daemon_sleeping) == 144,
               "launch ring header layout");
 
+// The largest capacity a ring may have (RingClient::Create writes at most this; kjitd refuses more).
+inline constexpr uint32_t kRingMaxCapacity = 1u << 31;
+
 // Bytes of a ring with `capacity` bytes for a request and for a response.
 constexpr size_t RingBytes(uint32_t capacity) { return kRingHeaderBytes + 2 * static_cast<size_t>(capacity); }
 

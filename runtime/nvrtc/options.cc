@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/common/client_text.h"
 #include "runtime/nvrtc/compiler.h"
 #include "runtime/nvrtc/nvrtc_internal.h"
 
@@ -58,7 +59,7 @@ const std::vector<std::string>& SupportedArchs() {
 Status ValidateArch(std::string_view arch) {
   const auto& archs = SupportedArchs();
   if (std::find(archs.begin(), archs.end(), arch) != archs.end()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("unsupported arch '", std::string(arch), "'; NVRTC ",
+  return absl::InvalidArgumentError(absl::StrCat("unsupported arch '", ClientText(arch), "'; NVRTC ",
                                                  Version(), " supports: ", absl::StrJoin(archs, " ")));
 }
 

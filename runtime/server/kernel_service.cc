@@ -38,13 +38,14 @@ StatusOr<std::vector<kernels::Specialization>> SelectSpecs(const std::string& fa
     return kernels::Catalog();
   }
   specs = kernels::FamilySpecializations(family);
-  if (specs.empty()) return absl::InvalidArgumentError(absl::StrCat("unknown kernel family '", family, "'"));
+  if (specs.empty()) return absl::InvalidArgumentError(absl::StrCat("unknown kernel family '", ClientText(family), "'"));
   if (names.empty()) return specs;
   std::vector<kernels::Specialization> out;
   for (const auto& n : names) {
     auto it = std::find_if(specs.begin(), specs.end(), [&](const auto& s) { return s.name == n; });
     if (it == specs.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("family '", family, "' has no specialization '", n, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("family '", family, "' has no specialization '", ClientText(n), "'"));
     }
     out.push_back(*it);
   }

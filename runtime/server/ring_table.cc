@@ -2,11 +2,14 @@
 
 #include <chrono>
 #include <cstring>
+#include <exception>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/ipc/launch_ring.h"
 #include "runtime/ipc/sigbus_guard.h"
 #include "runtime/server/grpc_status.h"
+#include "runtime/common/client_text.h"
 #include "runtime/common/log.h"
 #include "runtime/server/request_cache.h"
 
@@ -48,24 +51,37 @@ class RingPoller {
       call = absl::InvalidArgumentError(
           absl::StrCat("ring request of ", n, " bytes exceeds the ring's capacity of ", capacity_));
     } else {
-      std::string* bytes = cache_.incoming();
-      bytes->resize(n);
-      KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(bytes->data(), area(ipc::kRingHeaderBytes), n, "the launch ring"));
-      const inference::ModelInferRequest* req = cache_.Parse();
-      if (req == nullptr) {
-        call = absl::InvalidArgumentError("the ring's request is not a serialized inference.ModelInferRequest");
-      } else {
-        inference::ModelInferResponse* resp = cache_.response();
-        call = (*handler_)(*req, region_->session, resp);
-        if (call.ok()) {
-          resp->SerializeToString(&out);
-          if (out.size() > capacity_) {
-            call = absl::ResourceExhaustedError(absl::StrCat("the response of ", out.size(),
-                                                             " bytes exceeds the ring's capacity of ", capacity_,
-                                                             "; use a larger ring or outputs in regions"));
-            out.clear();
+      // As on the gRPC path (grpc_queues.cc), no exception leaves this thread: it would end the
+      // process. Out of memory is the client's RESOURCE_EXHAUSTED, anything else INTERNAL.
+      try {
+        std::string* bytes = cache_.incoming();
+        bytes->resize(n);
+        KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(bytes->data(), area(ipc::kRingHeaderBytes), n, "the launch ring"));
+        const inference::ModelInferRequest* req = cache_.Parse();
+        if (req == nullptr) {
+          call = absl::InvalidArgumentError("the ring's request is not a serialized inference.ModelInferRequest");
+        } else {
+          inference::ModelInferResponse* resp = cache_.response();
+          call = (*handler_)(*req, region_->session, resp);
+          if (call.ok()) {
+            resp->SerializeToString(&out);
+            if (out.size() > capacity_) {
+              call = absl::ResourceExhaustedError(absl::StrCat("the response of ", out.size(),
+                                                               " bytes exceeds the ring's capacity of ", capacity_,
+                                                               "; use a larger ring or outputs in regions"));
+              out.clear();
+            }
           }
         }
+      } catch (const std::bad_alloc&) {
+        out.clear();
+        call = absl::ResourceExhaustedError(
+            "kjitd is out of memory (or address space) for this request; retry later or send less");
+        LogRateLimited(LogLevel::kWarn, "out-of-memory", "a ring request failed: kjitd is out of memory");
+      } catch (const std::exception& e) {
+        out.clear();
+        call = absl::InternalError("kjitd failed on this request; see its log");
+        LogRateLimited(LogLevel::kError, "exception", absl::StrCat("a ring request failed: ", e.what()));
       }
     }
     const std::string message(call.message().substr(0, capacity_ - out.size()));
@@ -115,7 +131,7 @@ class RingPoller {
       if (again.ok() && *again == done) ipc::FutexWait(&h->request_seq, done, std::chrono::milliseconds(50));
       s = Put(&h->daemon_sleeping, 0);
     }
-    if (!s.ok()) Log(LogLevel::kWarn, absl::StrCat("launch ring '", region_->name, "' stopped: ", s.message()));
+    if (!s.ok()) Log(LogLevel::kWarn, absl::StrCat("launch ring '", ClientText(region_->name), "' stopped: ", s.message()));
     finished_ = true;
   }
 
@@ -150,6 +166,9 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const std::string& s
     return absl::InvalidArgumentError(absl::StrCat("region '", name,
                                                    "' does not start with a kjit launch ring header of version ",
                                                    ipc::kRingVersion, " (write one with RingClient::Create)"));
+  if (h.capacity > ipc::kRingMaxCapacity)
+    return absl::InvalidArgumentError(absl::StrCat("region '", name, "': a ring's capacity is at most ",
+                                                   ipc::kRingMaxCapacity, " bytes, its header says ", h.capacity));
   if (h.capacity == 0 || ipc::RingBytes(h.capacity) > region->size())
     return absl::InvalidArgumentError(absl::StrCat("region '", name, "': a ring of capacity ", h.capacity,
                                                    " needs ", ipc::RingBytes(h.capacity), " bytes, the region has ",

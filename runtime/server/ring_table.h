@@ -40,7 +40,7 @@ class RingTable {
 
   // Starts a poller on the named region, as `session` sees it. NOT_FOUND for an unknown region;
   // INVALID_ARGUMENT when it is CUDA memory or does not hold a valid ring header
-  // (ipc::RingClient::Create writes one) of a capacity that fits it; ALREADY_EXISTS when the region
+  // (ipc::RingClient::Create writes one) of a capacity that fits it (at most 2^31 bytes); ALREADY_EXISTS when the region
   // is a ring already; RESOURCE_EXHAUSTED at the cap. Returns the capacity.
   StatusOr<uint32_t> Open(const std::string& region, const std::string& session);
   // Stops the poller of the region `session` sees (waits for the request it is serving); an

@@ -172,6 +172,21 @@ TEST_F(MalformedTest, ArchStringsAreStrict) {
     EXPECT_FALSE(stream->Read(&progress)) << arch << ": compiled";
     EXPECT_EQ(stream->Finish().error_code(), StatusCode::INVALID_ARGUMENT) << arch;
   }
+  // A megabyte of family, specialization or arch with terminal escapes: refused with the name
+  // shortened and escaped, not echoed whole into the status.
+  const std::string hostile = "\x1b[2J" + std::string(1 << 20, 'a');
+  for (int field = 0; field < 3; ++field) {
+    grpc::ClientContext c;
+    kjit::v1::GetKernelRequest gk;
+    gk.set_family(field == 0 ? hostile : "mla_verify_naive");
+    gk.set_specialization(field == 1 ? hostile : "bool");
+    gk.set_arch(field == 2 ? hostile : "sm_90");
+    kjit::v1::GetKernelResponse gkr;
+    const grpc::Status s = kernels->GetKernel(&c, gk, &gkr);
+    EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << field;
+    EXPECT_LT(s.error_message().size(), 2000u) << field;
+    EXPECT_EQ(s.error_message().find('\x1b'), std::string::npos) << field << ": " << s.error_message().substr(0, 200);
+  }
 }
 
 }  // namespace

@@ -221,6 +221,13 @@ TEST_F(RingTest, OpenRingRefusesWhatIsNotARing) {
   EXPECT_NE(too_big.error_message().find("needs"), std::string::npos) << too_big.error_message();
   ASSERT_EQ(Register("tiny", blank.key(), 0, 100), StatusCode::OK);
   EXPECT_EQ(OpenRing("tiny").error_code(), StatusCode::INVALID_ARGUMENT);
+  // A header claiming more than 2^31 bytes each way (a request that large is never allocated).
+  auto* header = reinterpret_cast<ipc::RingHeader*>(blank.map());
+  header->capacity = ipc::kRingMaxCapacity + 1;
+  const grpc::Status huge = OpenRing("blank");
+  EXPECT_EQ(huge.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(huge.error_message().find("at most 2147483648"), std::string::npos) << huge.error_message();
+  ASSERT_TRUE(ipc::RingClient::Create(blank.map(), kRingShm).ok());
 
   EXPECT_TRUE(OpenRing("blank").ok());
   EXPECT_EQ(OpenRing("blank").error_code(), StatusCode::ALREADY_EXISTS);
