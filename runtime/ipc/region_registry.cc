@@ -32,6 +32,32 @@ Status RegionRegistry::CheckRoomLocked() const {
       "some, or register one region per allocation rather than per tensor"));
 }
 
+void RegionRegistry::SetMaxSystemBytes(uint64_t max_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  max_system_bytes_ = max_bytes;
+}
+
+Status RegionRegistry::CheckSystemRoomLocked(uint64_t bytes) const {
+  if (bytes <= max_system_bytes_ && system_bytes_ <= max_system_bytes_ - bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "kjitd holds ", system_bytes_, " bytes of system shared memory regions; ", bytes, " more would pass its limit of ",
+      max_system_bytes_, " (--max-system-shm-bytes): unregister some, or register smaller windows"));
+}
+
+uint64_t RegionRegistry::SystemRoom() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return system_bytes_ <= max_system_bytes_ ? max_system_bytes_ - system_bytes_ : 0;
+}
+
+Status RegionRegistry::CheckSystemRoom(uint64_t bytes) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CheckSystemRoomLocked(bytes);
+}
+
+void RegionRegistry::ForgetLocked(const Region& region) {
+  if (region.system) system_bytes_ -= region.system->size();
+}
+
 Status RegionRegistry::AddRegion(std::shared_ptr<const Region> region, const SessionOpen& session_open) {
   std::lock_guard<std::mutex> lock(mu_);
   KJIT_RETURN_IF_ERROR(CheckSession(region->session, session_open));
@@ -40,6 +66,10 @@ Status RegionRegistry::AddRegion(std::shared_ptr<const Region> region, const Ses
         absl::StrCat("shared memory region '", ClientText(region->name), "' is already registered"));
   }
   KJIT_RETURN_IF_ERROR(CheckRoomLocked());
+  if (region->system) {
+    KJIT_RETURN_IF_ERROR(CheckSystemRoomLocked(region->system->size()));
+    system_bytes_ += region->system->size();
+  }
   regions_.emplace(region->name, std::move(region));
   return absl::OkStatus();
 }
@@ -55,6 +85,7 @@ void RegionRegistry::RemoveRegion(RegionKind kind, const std::string& name, cons
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = regions_.begin(); it != regions_.end();) {
       if (it->second->kind() == kind && (name.empty() || it->first == name) && Sees(session, it->second->session)) {
+        ForgetLocked(*it->second);
         dropped.push_back(std::move(it->second));
         it = regions_.erase(it);
       } else {
@@ -131,6 +162,7 @@ size_t RegionRegistry::ReleaseSession(const std::string& session) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = regions_.begin(); it != regions_.end();) {
       if (it->second->session == session) {
+        ForgetLocked(*it->second);
         regions.push_back(std::move(it->second));
         it = regions_.erase(it);
       } else {
@@ -163,6 +195,7 @@ void RegionRegistry::Clear() {
   std::lock_guard<std::mutex> lock(mu_);
   regions.swap(regions_);
   events.swap(events_);
+  system_bytes_ = 0;
 }
 
 }  // namespace kjit::ipc

@@ -44,6 +44,16 @@ class RegionRegistry {
   // address space, which the kernel caps at vm.max_map_count): RESOURCE_EXHAUSTED past it.
   static constexpr size_t kDefaultMaxEntries = 16384;
   void SetMaxEntries(size_t max_entries);
+  // At most this many bytes of system shared memory registered at once (each region is mapped into
+  // the daemon's address space for as long as it is registered; a sparse object costs no memory, so
+  // without a cap a few registrations could take the whole address space): RESOURCE_EXHAUSTED past it.
+  static constexpr uint64_t kDefaultMaxSystemBytes = uint64_t{64} << 30;
+  void SetMaxSystemBytes(uint64_t max_bytes);
+  uint64_t max_system_bytes() const { return max_system_bytes_; }
+  // RESOURCE_EXHAUSTED when `bytes` more would pass the cap; the bytes that may still be
+  // registered (both are checked again by AddRegion): before a region is mapped.
+  Status CheckSystemRoom(uint64_t bytes) const;
+  uint64_t SystemRoom() const;
 
   // Whether a session may still own new entries. The owner closes a session before calling
   // ReleaseSession, and AddRegion/AddEvent ask this under the registry's lock: an entry is either
@@ -86,7 +96,11 @@ class RegionRegistry {
 
  private:
   Status CheckRoomLocked() const;
+  Status CheckSystemRoomLocked(uint64_t bytes) const;
+  void ForgetLocked(const Region& region);  // its bytes, when it leaves regions_
   size_t max_entries_ = kDefaultMaxEntries;
+  uint64_t max_system_bytes_ = kDefaultMaxSystemBytes;
+  uint64_t system_bytes_ = 0;  // of the system regions in regions_
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Region>> regions_;
   std::map<std::string, std::shared_ptr<const NamedEvent>> events_;

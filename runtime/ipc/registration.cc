@@ -34,7 +34,12 @@ Status RegisterSystemRegion(RegionRegistry* registry, const std::string& name, c
                             uint64_t offset, uint64_t byte_size, const Registrant& who) {
   KJIT_RETURN_IF_ERROR(CheckName(name, "region"));
   KJIT_RETURN_IF_ERROR(CheckRegionFree(*registry, name));  // before mapping anything
-  auto shm = SystemShmRegion::Open(key, offset, byte_size, who.peer ? &*who.peer : nullptr);
+  // The cap is checked before mapping (and again, under the registry's lock, by AddRegion).
+  const uint64_t room = registry->SystemRoom();
+  auto shm = SystemShmRegion::Open(key, offset, byte_size, who.peer ? &*who.peer : nullptr, room,
+                                   absl::StrCat("kjitd may map ", room, " more bytes of system shared memory "
+                                                "regions (--max-system-shm-bytes ", registry->max_system_bytes(),
+                                                "): unregister some, or register smaller windows"));
   if (!shm.ok()) return WithContext(shm.status(), RegionName(name));
   auto region = std::make_shared<Region>();
   region->name = name;

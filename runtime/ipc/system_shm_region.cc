@@ -37,7 +37,8 @@ Status PeerMayOpenReadWrite(const PeerCredentials& peer, const struct stat& st, 
 StatusOr<std::unique_ptr<SystemShmRegion>> SystemShmRegion::Open(const std::string& key,
                                                                   uint64_t offset,
                                                                   uint64_t byte_size,
-                                                                  const PeerCredentials* as) {
+                                                                  const PeerCredentials* as, uint64_t room,
+                                                                  const std::string& room_what) {
   // POSIX names: one optional leading '/', then no other '/'.
   const std::string name = (!key.empty() && key[0] == '/') ? key.substr(1) : key;
   if (name.empty() || name.find('/') != std::string::npos || name.size() > 250) {
@@ -62,6 +63,9 @@ StatusOr<std::unique_ptr<SystemShmRegion>> SystemShmRegion::Open(const std::stri
     if (!driver::RangeInside(offset, byte_size, size)) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": offset ", offset, " + byte_size ", byte_size,
                                                      " is outside the object's ", size, " bytes"));
+    }
+    if (byte_size > room) {
+      return absl::ResourceExhaustedError(absl::StrCat(what, ": a window of ", byte_size, " bytes; ", room_what));
     }
     bip::mapped_region map(shm, bip::read_write, static_cast<bip::offset_t>(offset),
                            static_cast<size_t>(byte_size));

@@ -36,9 +36,13 @@ class SystemShmRegion {
   // NOT_FOUND when no object has that key; INVALID_ARGUMENT for an empty or malformed key, a
   // zero byte_size, an object that is not a regular file, or a window outside the object;
   // PERMISSION_DENIED when `as` is given and PeerMayOpenReadWrite refuses (checked on the opened
-  // object, so a rename in between cannot swap it).
+  // object, so a rename in between cannot swap it); RESOURCE_EXHAUSTED for a valid window larger
+  // than `room` (the bytes the caller may still map; checked before mapping, with `room_what`
+  // saying what limits it).
   static StatusOr<std::unique_ptr<SystemShmRegion>> Open(const std::string& key, uint64_t offset,
-                                                         uint64_t byte_size, const PeerCredentials* as = nullptr);
+                                                         uint64_t byte_size, const PeerCredentials* as = nullptr,
+                                                         uint64_t room = UINT64_MAX,
+                                                         const std::string& room_what = "");
 
   uint8_t* data() const { return static_cast<uint8_t*>(map_.get_address()); }
   uint64_t size() const { return byte_size_; }

@@ -82,7 +82,8 @@ std::string Usage() {
   return "usage: kjitd [--socket PATH] [--listen HOST:PORT] [--metrics-listen IP:PORT] [--cache-dir DIR]\n"
          "             [--arch sm_XX[,sm_YY]] [--log-level error|warn|info|debug] [--ring-spin-us N]\n"
          "             [--allow-tcp-system-shm] [--max-request-bytes N] [--max-regions N] [--max-sessions N]\n"
-         "             [--max-rings N] [--token-file PATH] [--enable-fault-injection] [--help]\n"
+         "             [--max-rings N] [--max-system-shm-bytes N] [--token-file PATH]\n"
+         "             [--enable-fault-injection] [--help]\n"
          "  --socket     Unix socket (default " + DefaultSocketPath() + ")\n"
          "  --listen     also serve TCP on HOST:PORT (e.g. 127.0.0.1:8001); off unless given\n"
          "  --metrics-listen  Prometheus text at http://IP:PORT/metrics (e.g. 127.0.0.1:8002; an IPv4\n"
@@ -101,6 +102,8 @@ std::string Usage() {
          "  --max-regions   registered regions and events together (default 16384)\n"
          "  --max-sessions  open sessions (default 256)\n"
          "  --max-rings     launch rings (default 64; each has a poller thread)\n"
+         "  --max-system-shm-bytes  bytes of system shared memory registered at once, all clients\n"
+         "               together (default 68719476736; each region is mapped while registered)\n"
          "  --token-file  every call over TCP must carry this file's token as gRPC metadata kjit-token\n"
          "               (clients: KJIT_TOKEN_FILE); the file must be readable by its owner only (chmod 600),\n"
          "               one line of at least 16 characters. The Unix socket needs no token, and the health\n"
@@ -130,7 +133,8 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
     }
     if (arg != "--socket" && arg != "--listen" && arg != "--metrics-listen" && arg != "--cache-dir" && arg != "--arch" &&
         arg != "--log-level" && arg != "--ring-spin-us" && arg != "--max-request-bytes" &&
-        arg != "--max-regions" && arg != "--max-sessions" && arg != "--max-rings" && arg != "--token-file") {
+        arg != "--max-regions" && arg != "--max-sessions" && arg != "--max-rings" && arg != "--token-file" &&
+        arg != "--max-system-shm-bytes") {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag '", argv[i], "'\n", Usage()));
     }
     if (!has_value) {
@@ -162,6 +166,9 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
     if (arg == "--max-regions") KJIT_RETURN_IF_ERROR(Count(arg, value, 1, 1'000'000, &f.max_regions));
     if (arg == "--max-sessions") KJIT_RETURN_IF_ERROR(Count(arg, value, 1, 100'000, &f.max_sessions));
     if (arg == "--max-rings") KJIT_RETURN_IF_ERROR(Count(arg, value, 1, 10'000, &f.max_rings));
+    if (arg == "--max-system-shm-bytes") {
+      KJIT_RETURN_IF_ERROR(Count(arg, value, 4096, int64_t{1} << 46, &f.max_system_shm_bytes));
+    }
     if (arg == "--arch") {
       for (absl::string_view piece : absl::StrSplit(value, ',', absl::SkipEmpty())) {
         const std::string a(piece);

@@ -24,6 +24,7 @@ struct Flags {
   int64_t max_regions = 16384;      // registered regions and events together
   int64_t max_sessions = 256;       // open sessions (each holds a thread)
   int64_t max_rings = 64;           // launch rings (each is a poller thread)
+  int64_t max_system_shm_bytes = int64_t{64} << 30;  // system shared memory registered at once
   // A file holding a shared token that every call over TCP must carry (metadata kjit-token); ""
   // -> none. The Unix socket and the health service need no token (token.h).
   std::string token_file;

@@ -108,6 +108,7 @@ Status RunDaemon(const Flags& flags) {
   }
   RouteLibraryLogs();
   d.regions.SetMaxEntries(static_cast<size_t>(flags.max_regions));
+  d.regions.SetMaxSystemBytes(static_cast<uint64_t>(flags.max_system_shm_bytes));
   d.sessions.SetMaxSessions(static_cast<size_t>(flags.max_sessions));
   d.rings.SetMaxRings(static_cast<size_t>(flags.max_rings));
   std::unique_ptr<MetricsEndpoint> metrics;  // destroyed before d: no scrape outlives the daemon's state

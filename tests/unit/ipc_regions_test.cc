@@ -10,6 +10,7 @@
 
 #include "runtime/ipc/cuda_ipc.h"
 #include "runtime/ipc/region_registry.h"
+#include "runtime/ipc/registration.h"
 #include "tests/unit/shm_object.h"
 
 namespace kjit::ipc {
@@ -171,6 +172,39 @@ TEST(RegionRegistry, EntriesAreCapped) {
   EXPECT_EQ(reg.AddEvent(ev2).code(), absl::StatusCode::kResourceExhausted);
   reg.RemoveRegion(RegionKind::kSystem, "a", "");
   EXPECT_TRUE(reg.AddRegion(SystemRegion("c", obj, 0, 64)).ok());  // room again
+}
+
+// Bytes of system shared memory are capped across all registrants, and freed by every way out:
+// unregister, a session's release, Clear. A sparse object of 1 TiB costs no memory, but mapping it
+// takes the address space: refused before it is mapped.
+TEST(RegionRegistry, SystemBytesAreCappedBeforeMapping) {
+  ShmObject obj(4096);
+  RegionRegistry reg;
+  reg.SetMaxSystemBytes(256);
+  ASSERT_TRUE(reg.AddRegion(SystemRegion("a", obj, 0, 128)).ok());
+  ASSERT_TRUE(reg.AddRegion(SystemRegion("b", obj, 0, 64, "s")).ok());
+  const Status full = reg.AddRegion(SystemRegion("c", obj, 0, 128));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_NE(full.message().find("--max-system-shm-bytes"), std::string::npos) << full;
+  EXPECT_TRUE(reg.CheckSystemRoom(64).ok());
+  EXPECT_EQ(reg.CheckSystemRoom(65).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(reg.CheckSystemRoom(std::numeric_limits<uint64_t>::max()).code(), absl::StatusCode::kResourceExhausted);
+  reg.RemoveRegion(RegionKind::kSystem, "a", "");
+  EXPECT_TRUE(reg.AddRegion(SystemRegion("c", obj, 0, 128)).ok());  // a's bytes are free again
+  EXPECT_EQ(reg.ReleaseSession("s"), 1u);
+  EXPECT_TRUE(reg.CheckSystemRoom(128).ok());  // and b's
+  reg.Clear();
+  EXPECT_TRUE(reg.CheckSystemRoom(256).ok());
+
+  // Through the registration path: the window is refused before any mapping.
+  ShmObject sparse(4096);
+  sparse.Resize(size_t{1} << 40);  // 1 TiB, no pages
+  reg.SetMaxSystemBytes(uint64_t{1} << 30);
+  const Registrant who;
+  const Status huge = RegisterSystemRegion(&reg, "huge", sparse.key(), 0, uint64_t{1} << 40, who);
+  EXPECT_EQ(huge.code(), absl::StatusCode::kResourceExhausted) << huge;
+  EXPECT_NE(huge.message().find("'huge'"), std::string::npos) << huge;
+  EXPECT_TRUE(RegisterSystemRegion(&reg, "fits", sparse.key(), 0, uint64_t{1} << 20, who).ok());
 }
 
 // The owner / group / other rule a client's own open would meet, on a stat the test makes up.

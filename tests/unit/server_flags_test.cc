@@ -50,6 +50,17 @@ TEST(Flags, DefaultsAndErrors) {
     EXPECT_EQ(Parse({"--ring-spin-us", bad}).status().code(), absl::StatusCode::kInvalidArgument) << bad;
 }
 
+TEST(Flags, MaxSystemShmBytes) {
+  EXPECT_EQ(Parse({})->max_system_shm_bytes, int64_t{64} << 30);
+  auto f = Parse({"--max-system-shm-bytes=1048576"});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->max_system_shm_bytes, 1048576);
+  for (const char* bad : {"0", "4095", "-5", "70368744177665", "1e9"}) {
+    EXPECT_EQ(Parse({"--max-system-shm-bytes", bad}).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_NE(Usage().find("--max-system-shm-bytes"), std::string::npos);
+}
+
 TEST(Flags, DefaultSocketPathFollowsXdgRuntimeDir) {
   const char* old = getenv("XDG_RUNTIME_DIR");
   const std::string saved = old ? old : "";
