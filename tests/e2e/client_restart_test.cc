@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -22,13 +23,31 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// This process's launch rings in /dev/shm (remote.cc names them /kjit-ring-<pid>-<n>).
+// remote.cc names this process's launch rings /kjit-ring-<pid>-<n>.
+std::string RingPrefix() { return "kjit-ring-" + std::to_string(getpid()) + "-"; }
+
+// The rings this process has mapped (/proc/self/maps: their objects are unlinked as soon as kjitd
+// has mapped them, so the lines end in "(deleted)").
 std::set<std::string> MyRings() {
   std::set<std::string> out;
-  const std::string prefix = "kjit-ring-" + std::to_string(getpid()) + "-";
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const size_t at = line.find("/dev/shm/" + RingPrefix());
+    if (at == std::string::npos) continue;
+    std::string name = line.substr(at + 9);
+    name = name.substr(0, name.find(' '));
+    out.insert(name);
+  }
+  return out;
+}
+
+// This process's ring objects still in /dev/shm: none once a ring is open (a client killed with
+// SIGKILL leaves nothing behind).
+std::set<std::string> MyRingObjects() {
+  std::set<std::string> out;
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
     const std::string name = e.path().filename();
-    if (name.rfind(prefix, 0) == 0) out.insert(name);
+    if (name.rfind(RingPrefix(), 0) == 0) out.insert(name);
   }
   return out;
 }
@@ -50,6 +69,7 @@ TEST(ClientRestart, RingClientOpensANewSessionAndRingAfterKjitdRestarts) {
   ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();
   const std::set<std::string> before = MyRings();
   ASSERT_EQ(before.size(), 1u);
+  EXPECT_TRUE(MyRingObjects().empty()) << *MyRingObjects().begin();
   const kjit_mla_verify_args a = ValidArgs();
   EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_FAILED_PRECONDITION) << kjit_last_error();  // no GPU here
 
@@ -77,6 +97,7 @@ TEST(ClientRestart, RingClientOpensANewSessionAndRingAfterKjitdRestarts) {
   const std::set<std::string> after = MyRings();
   ASSERT_EQ(after.size(), 1u);
   EXPECT_NE(*after.begin(), *before.begin()) << "the ring was not opened again";
+  EXPECT_TRUE(MyRingObjects().empty());
   // A second launch finds everything in place: the same ring.
   EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_FAILED_PRECONDITION) << kjit_last_error();
   EXPECT_EQ(MyRings(), after);

@@ -149,6 +149,10 @@ Status RemoteLauncher::OpenRing() {
     KJIT_RETURN_IF_ERROR(FromGrpc(link_->infer()->SystemSharedMemoryRegister(ctx.get(), req, &resp),
                                   "registering the launch ring"));
   }
+  // kjitd has mapped it: the name is no longer needed, and unlinked now it cannot outlive a client
+  // killed with SIGKILL (the memory goes with the last mapping).
+  shm_unlink(ring_key_.c_str());
+  ring_key_.clear();
   ring_region_ = region;  // ours to unregister from here on
   auto ctx = link_->Context();
   kjit::v1::OpenRingRequest req;

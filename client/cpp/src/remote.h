@@ -60,7 +60,7 @@ class RemoteLauncher {
     unsigned long long buffer_id = 0;
   };
   Status OpenRing();
-  void CloseRing();  // this side only: unmaps and unlinks the ring's object
+  void CloseRing();  // this side only: unmaps the ring (and unlinks its object, if not yet done)
   void UnregisterAll();  // every region, event and the ring, best effort (the destructor, a resync)
   void UnregisterRing();  // the ring's region, best effort
   void UnregisterCuda(const std::string& region);  // one CUDA IPC region, best effort
