@@ -40,6 +40,36 @@ both async
 step cross "$bin/e2e_ipc_client" --target "$target" --mode cross --device 0 --other-device 1 --prefix cross
 step wrong-device env CUDA_VISIBLE_DEVICES=1 "$bin/e2e_ipc_client" --target "$target" --mode wrong-device \
   --device 0 --prefix wrongdev
+# A launch on GPU 1 from a thread whose current device is GPU 0 leaves it GPU 0, in every mode (the
+# client makes GPU 1's context current for the launch and puts the caller's back).
+echo "== launches on GPU 1 leave torch's current device at GPU 0"
+PYTHONPATH="$root/tests/gpu:$root/client/python" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False \
+  python3 - "$target" <<'EOF' || fail=1
+import sys
+import torch
+import kjit
+from client_cases import Case, build_index, call_args, call_kwargs, make_kv_cache, make_tensors, poison
+from client_cases import reference_of
+from mla_reference_torch import compare
+case = Case("current_device_b1_h8", 8, (300,), (5,), seed=3)
+kv = make_kv_cache(1024, 5, device="cuda:1")
+t = make_tensors(case, build_index(case, 1024), device="cuda:1")
+ref = reference_of(t, case, kv)
+bad = 0
+for mode in ("in-process", "ring", "remote"):
+    c = kjit.Client(target=sys.argv[1], modes=mode, deadline_ms=10000, client_name="current-device")
+    torch.cuda.set_device(0)
+    poison(t)
+    kjit.verify_attention(*call_args(t, case, kv, kv[..., :512]), **call_kwargs(t, case), client=c)
+    now = torch.cuda.current_device()
+    torch.cuda.synchronize(1)
+    ok, detail = compare(t.o, ref)
+    ok = ok and now == 0
+    print(f"{'PASS' if ok else 'FAIL'} {mode}: current device after the call {now}; {detail}", flush=True)
+    bad |= not ok
+    c.close()
+sys.exit(bad)
+EOF
 stop_kjitd "$dir"
 
 echo "== kernel time per GPU: alone, then both at once"
@@ -60,7 +90,7 @@ def graph_us(path):  # shape label -> "graph us" column of kernel_bench's table
     rows = {}
     for line in open(path):
         cells = [c.strip() for c in line.strip().strip('|').split('|')]
-        if len(cells) == 12 and cells[0].startswith('K'):
+        if len(cells) >= 12 and cells[0].startswith('K'):  # 13 since "graph xN us/call"
             rows[cells[0]] = float(cells[10])
     return rows
 bad = 0

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "client/cpp/src/context_restorer.h"
 #include "runtime/kernels/mla_verify/schema.h"
 #include "client/cpp/src/local_device.h"
 #include "runtime/common/log.h"
@@ -11,7 +12,7 @@ namespace kjit::client {
 namespace {
 
 // Launches run in the device's primary context (torch's): make it current on this thread when the
-// caller left another one current.
+// caller left another one current (a ContextRestorer puts the caller's back after).
 Status UseContext(const driver::Api* api, CUcontext ctx) {
   CUcontext current = nullptr;
   KJIT_RETURN_IF_ERROR(driver::Check(api->cuCtxGetCurrent(&current), "cuCtxGetCurrent"));
@@ -102,6 +103,7 @@ Status InProcessLauncher::Launch(const kjit_mla_verify_args& args, CUstream stre
   }
   const Planned& p = last_;
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  const ContextRestorer restore(api);
   KJIT_RETURN_IF_ERROR(UseContext(api, p.device->context->get()));
   if (args.workspace_bytes < p.needs.workspace_bytes || args.workspace == 0) {
     *needed = p.needs.workspace_bytes;
@@ -125,6 +127,7 @@ Status InProcessLauncher::Launch(const kjit_mla_verify_args& args, CUstream stre
 Status InProcessLauncher::CheckErrors(int64_t device, CUstream stream) {
   KJIT_ASSIGN_OR_RETURN(Device * d, DeviceFor(device));
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  const ContextRestorer restore(api);
   KJIT_RETURN_IF_ERROR(UseContext(api, d->context->get()));
   if (stream != nullptr) {
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "cuStreamSynchronize"));

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "client/cpp/src/context_restorer.h"
 #include "client/cpp/src/local_device.h"
 #include "runtime/kernels/registry.h"
 
@@ -346,6 +347,10 @@ Status RemoteLauncher::Launch(const VerifyCall& call, int64_t device, CUstream s
   KJIT_ASSIGN_OR_RETURN(kernels::TypedParams params, kernels::ConvertParams(family->params(), call.params));
   KJIT_RETURN_IF_ERROR(family->Check(call.inputs, call.outputs, params).status());
   std::lock_guard<std::mutex> lock(mu_);
+  // DeviceFor and SendCall make the device's context current; the caller's is put back. (Without a
+  // driver they fail on their own, after Resync.)
+  std::optional<ContextRestorer> restore;
+  if (auto api = driver::Get(); api.ok()) restore.emplace(*api);
   for (int attempt = 0;; ++attempt) {
     KJIT_RETURN_IF_ERROR(Resync());
     KJIT_ASSIGN_OR_RETURN(Device * d, DeviceFor(device));
