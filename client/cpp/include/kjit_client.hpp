@@ -4,7 +4,9 @@
 //   kjit::Client client = kjit::Client::Create();            // throws kjit::Error
 //   kjit_mla_verify_args args = kjit::VerifyArgs();          // struct_size set, optional tensors absent
 //   ... fill args ...
-//   client.Verify(args, stream);                             // grows its own workspace when asked
+//   client.Verify(args, stream, [&](uint64_t bytes) {        // asked for a bigger workspace:
+//     return std::pair{MyAlloc(bytes), bytes};               // (device address, bytes)
+//   });
 //   client.CheckErrors(device);
 #ifndef KJIT_CLIENT_HPP_
 #define KJIT_CLIENT_HPP_

@@ -162,9 +162,11 @@ std::string DaemonLink::session() const {
   return session_;
 }
 
-std::unique_ptr<grpc::ClientContext> DaemonLink::Context() const {
+std::unique_ptr<grpc::ClientContext> DaemonLink::Context() const { return Context(Until(deadline_)); }
+
+std::unique_ptr<grpc::ClientContext> DaemonLink::Context(std::chrono::system_clock::time_point until) const {
   auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(Until(deadline_));
+  ctx->set_deadline(until);
   if (!token_.empty()) ctx->AddMetadata(kTokenMetadataKey, token_);
   std::lock_guard<std::mutex> lock(mu_);
   if (!session_.empty()) ctx->AddMetadata(kSessionMetadataKey, session_);
@@ -173,6 +175,7 @@ std::unique_ptr<grpc::ClientContext> DaemonLink::Context() const {
 
 StatusOr<std::vector<kernels::CompiledKernel>> DaemonLink::GetKernels(std::string_view family, const std::string& arch) {
   std::vector<kernels::CompiledKernel> all;
+  const auto start = std::chrono::steady_clock::now();  // the compile deadline covers every specialization
   for (const kernels::Specialization& spec : kernels::FamilySpecializations(family)) {
     auto ctx = Context();
     kjit::v1::GetKernelRequest req;
@@ -186,11 +189,16 @@ StatusOr<std::vector<kernels::CompiledKernel>> DaemonLink::GetKernels(std::strin
     // one compiler per key run and the others wait for it), so while kjitd still answers ServerLive
     // within the deadline the call is made again, up to the compile deadline; a daemon that does not
     // answer is an error within two deadlines (the call's, then ServerLive's).
-    const auto start = std::chrono::steady_clock::now();
+    auto sent = std::chrono::steady_clock::now();
     grpc::Status got = kernels_->GetKernel(ctx.get(), req, &resp);
     std::string stuck;  // why the wait ended early
     while (got.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
            std::chrono::steady_clock::now() - start < compile_deadline_) {
+      // An answer of DEADLINE_EXCEEDED well before the deadline is not a compile running out the
+      // call's time (a proxy's, say): the calls are spaced rather than repeated back to back.
+      if (std::chrono::steady_clock::now() - sent < deadline_ / 2) {
+        std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(deadline_ / 2, std::chrono::milliseconds(200)));
+      }
       auto live_ctx = Context();
       inference::ServerLiveRequest live_req;
       inference::ServerLiveResponse live;
@@ -202,6 +210,7 @@ StatusOr<std::vector<kernels::CompiledKernel>> DaemonLink::GetKernels(std::strin
       }
       ctx = Context();
       resp.Clear();
+      sent = std::chrono::steady_clock::now();
       got = kernels_->GetKernel(ctx.get(), req, &resp);
     }
     if (got.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {

@@ -168,17 +168,18 @@ Status RemoteLauncher::OpenRing() {
   return absl::OkStatus();
 }
 
-void RemoteLauncher::UnregisterCuda(const std::string& region) {
-  auto ctx = link_->Context();
+void RemoteLauncher::UnregisterCuda(const std::string& region,
+                                    std::optional<std::chrono::system_clock::time_point> until) {
+  auto ctx = until ? link_->Context(*until) : link_->Context();
   inference::CudaSharedMemoryUnregisterRequest req;
   req.set_name(region);
   inference::CudaSharedMemoryUnregisterResponse resp;
   (void)link_->infer()->CudaSharedMemoryUnregister(ctx.get(), req, &resp);
 }
 
-void RemoteLauncher::UnregisterRing() {
+void RemoteLauncher::UnregisterRing(std::optional<std::chrono::system_clock::time_point> until) {
   if (ring_region_.empty()) return;
-  auto ctx = link_->Context();
+  auto ctx = until ? link_->Context(*until) : link_->Context();
   inference::SystemSharedMemoryUnregisterRequest req;
   req.set_name(ring_region_);
   inference::SystemSharedMemoryUnregisterResponse resp;
@@ -188,12 +189,13 @@ void RemoteLauncher::UnregisterRing() {
 void RemoteLauncher::UnregisterAll() {
   // Best effort within the deadline: after a restart kjitd knows none of them (NOT_FOUND), and a
   // session releases everything anyway when the client goes.
-  UnregisterRing();
-  for (const auto& [base, a] : allocations_) UnregisterCuda(a.region);
+  const auto until = std::chrono::system_clock::now() + link_->deadline();
+  UnregisterRing(until);
+  for (const auto& [base, a] : allocations_) UnregisterCuda(a.region, until);
   for (const auto& [ordinal, d] : devices_) {
     for (const std::string& name : {d->ready_name, d->done_name}) {
       if (name.empty()) continue;
-      auto ctx = link_->Context();
+      auto ctx = link_->Context(until);
       kjit::v1::UnregisterEventRequest req;
       req.set_name(name);
       kjit::v1::UnregisterEventResponse resp;

@@ -61,9 +61,14 @@ class RemoteLauncher {
   };
   Status OpenRing();
   void CloseRing();  // this side only: unmaps the ring (and unlinks its object, if not yet done)
-  void UnregisterAll();  // every region, event and the ring, best effort (the destructor, a resync)
-  void UnregisterRing();  // the ring's region, best effort
-  void UnregisterCuda(const std::string& region);  // one CUDA IPC region, best effort
+  // Every region, event and the ring, best effort (the destructor, a resync), all within one
+  // deadline: a stuck daemon costs one deadline, not one per registration.
+  void UnregisterAll();
+  // The ring's region, or one CUDA IPC region, best effort (until: the call's deadline; default one
+  // deadline from now).
+  void UnregisterRing(std::optional<std::chrono::system_clock::time_point> until = std::nullopt);
+  void UnregisterCuda(const std::string& region,
+                      std::optional<std::chrono::system_clock::time_point> until = std::nullopt);
   // Registers what `call` names and sends it: NOT_FOUND when kjitd no longer knows a registration.
   Status SendCall(const VerifyCall& call, Device* d, CUstream stream);
   StatusOr<Device*> DeviceFor(int64_t ordinal);
