@@ -129,6 +129,39 @@ def run_modes(checks, clients, kv, vb):
             del t, ref, outs
 
 
+def run_reused_address(checks, clients, kv, vb):
+    """An allocation freed and its address handed out again (torch.cuda.empty_cache, then the same
+    size): the ring and remote modes register the new allocation instead of sending kjitd the
+    region of the freed one, so o is written (and right)."""
+    case = Case("reused_address", 8, (60,), (4,), seed=44)
+    t = make_tensors(case, build_index(case, kv.shape[0]))
+    ref = reference_of(t, case, kv)
+    for label, client in clients.items():
+        if label in CHECKED_HERE:
+            continue  # no registrations
+        with checks.guard(f"reused address [{label}]"):
+            # 32 MB: past the caching allocator's 10 MB, a segment of its own, freed by empty_cache
+            o = torch.empty(16 << 20, dtype=torch.bfloat16, device=t.o.device)
+            address = o.data_ptr()
+            view = o[: t.o.numel()].view_as(t.o)
+            view.fill_(float("nan"))
+            launch(t, case, kv, vb, client, o=view)
+            torch.cuda.synchronize()
+            first, _ = compare(view, ref)
+            del o, view
+            torch.cuda.empty_cache()
+            o = torch.empty(16 << 20, dtype=torch.bfloat16, device=t.o.device)
+            same = o.data_ptr() == address
+            view = o[: t.o.numel()].view_as(t.o)
+            view.fill_(float("nan"))
+            launch(t, case, kv, vb, client, o=view)
+            torch.cuda.synchronize()
+            ok, detail = compare(view, ref)
+            checks.record(first and ok and same, f"reused address [{label}]",
+                          f"{'the same address' if same else 'another address (not exercised)'}; {detail}")
+            del o, view
+
+
 def run_errors(checks, clients, kv, vb):
     case = Case("errors", 8, (100, 40), (4, 3), seed=40)
     t = make_tensors(case, build_index(case, kv.shape[0]))
@@ -524,6 +557,7 @@ def main():
     sections = [("reference self-check", lambda: check_reference(checks, kv, kv8)),
                 ("a. every mode vs float64", lambda: run_modes(checks, clients, kv, vb)),
                 ("a2. fp8 e4m3 cache, every mode", lambda: fp8.run_modes(checks, clients, kv8, CHECKED_HERE)),
+                ("a3. an address freed and reused", lambda: run_reused_address(checks, clients, kv, vb)),
                 ("b. kernel errors", lambda: run_errors(checks, clients, kv, vb)),
                 ("c. unsupported", lambda: run_unsupported(checks, inproc, kv, vb, kv8)),
                 ("d. CUDA graphs", lambda: run_graphs(checks, inproc, kv, vb)),
