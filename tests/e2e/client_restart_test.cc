@@ -54,22 +54,28 @@ std::set<std::string> MyRingObjects() {
 
 using kjit::testing::ValidArgs;
 
-TEST(ClientRestart, RingClientOpensANewSessionAndRingAfterKjitdRestarts) {
-  if (access("/proc/driver/nvidia/version", F_OK) == 0) GTEST_SKIP() << "a GPU machine: e2e_restart.sh covers it";
-  kjit::testing::DaemonProcess daemon;
-  ASSERT_TRUE(daemon.ok()) << daemon.error();
-  const std::string target = daemon.target();
+// A ring client of `target` (which must outlive the options), with a 2 s deadline.
+kjit_client_options RingOptions(const std::string& target) {
   kjit_client_options o{};
   o.struct_size = sizeof(o);
   o.target = target.c_str();
   o.modes = "ring";
   o.deadline_ms = 2000;
   o.client_name = "client_restart_test";
+  return o;
+}
+
+TEST(ClientRestart, RingClientOpensANewSessionAndRingAfterKjitdRestarts) {
+  if (access("/proc/driver/nvidia/version", F_OK) == 0) GTEST_SKIP() << "a GPU machine: e2e_restart.sh covers it";
+  kjit::testing::DaemonProcess daemon;
+  ASSERT_TRUE(daemon.ok()) << daemon.error();
+  const std::string target = daemon.target();
+  const kjit_client_options o = RingOptions(target);
   kjit_client* c = nullptr;
   ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();
   const std::set<std::string> before = MyRings();
   ASSERT_EQ(before.size(), 1u);
-  EXPECT_TRUE(MyRingObjects().empty()) << *MyRingObjects().begin();
+  EXPECT_EQ(MyRingObjects().size(), 0u) << "the ring's object is still in /dev/shm";
   const kjit_mla_verify_args a = ValidArgs();
   EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_FAILED_PRECONDITION) << kjit_last_error();  // no GPU here
 
@@ -97,7 +103,7 @@ TEST(ClientRestart, RingClientOpensANewSessionAndRingAfterKjitdRestarts) {
   const std::set<std::string> after = MyRings();
   ASSERT_EQ(after.size(), 1u);
   EXPECT_NE(*after.begin(), *before.begin()) << "the ring was not opened again";
-  EXPECT_TRUE(MyRingObjects().empty());
+  EXPECT_EQ(MyRingObjects().size(), 0u);
   // A second launch finds everything in place: the same ring.
   EXPECT_EQ(kjit_mla_verify(c, &a, 0, nullptr), KJIT_FAILED_PRECONDITION) << kjit_last_error();
   EXPECT_EQ(MyRings(), after);
@@ -115,12 +121,7 @@ TEST(ClientRestart, ARingThatCannotBeOpenedAgainLeavesNoRegionBehind) {
   kjit::testing::DaemonProcess daemon({"--max-rings", "1", "--max-regions", "2"});
   ASSERT_TRUE(daemon.ok()) << daemon.error();
   const std::string target = daemon.target();
-  kjit_client_options o{};
-  o.struct_size = sizeof(o);
-  o.target = target.c_str();
-  o.modes = "ring";
-  o.deadline_ms = 2000;
-  o.client_name = "client_restart_test";
+  const kjit_client_options o = RingOptions(target);
   kjit_client* c = nullptr;
   ASSERT_EQ(kjit_client_create(&o, &c), KJIT_OK) << kjit_last_error();
   ASSERT_TRUE(daemon.KillAndRestart()) << daemon.error();
