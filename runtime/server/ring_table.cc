@@ -155,40 +155,41 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const std::string& s
   KJIT_ASSIGN_OR_RETURN(std::shared_ptr<const ipc::Region> region, regions_->FindRegion(name, session));
   if (region->kind() != ipc::RegionKind::kSystem)
     return absl::InvalidArgumentError(
-        absl::StrCat("region '", name, "' is CUDA memory; a launch ring lives in system shared memory"));
+        absl::StrCat("region '", ClientText(name), "' is CUDA memory; a launch ring lives in system shared memory"));
   if (region->size() < ipc::kRingHeaderBytes)
-    return absl::InvalidArgumentError(absl::StrCat("region '", name, "' has ", region->size(),
+    return absl::InvalidArgumentError(absl::StrCat("region '", ClientText(name), "' has ", region->size(),
                                                    " bytes, less than a launch ring header (",
                                                    ipc::kRingHeaderBytes, ")"));
   ipc::RingHeader h;
   KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(&h, region->system->data(), sizeof(h), "the launch ring"));
   if (h.magic != ipc::kRingMagic || h.version != ipc::kRingVersion)
-    return absl::InvalidArgumentError(absl::StrCat("region '", name,
+    return absl::InvalidArgumentError(absl::StrCat("region '", ClientText(name),
                                                    "' does not start with a kjit launch ring header of version ",
                                                    ipc::kRingVersion, " (write one with RingClient::Create)"));
   if (h.capacity > ipc::kRingMaxCapacity)
-    return absl::InvalidArgumentError(absl::StrCat("region '", name, "': a ring's capacity is at most ",
+    return absl::InvalidArgumentError(absl::StrCat("region '", ClientText(name), "': a ring's capacity is at most ",
                                                    ipc::kRingMaxCapacity, " bytes, its header says ", h.capacity));
   if (h.capacity == 0 || ipc::RingBytes(h.capacity) > region->size())
-    return absl::InvalidArgumentError(absl::StrCat("region '", name, "': a ring of capacity ", h.capacity,
+    return absl::InvalidArgumentError(absl::StrCat("region '", ClientText(name), "': a ring of capacity ", h.capacity,
                                                    " needs ", ipc::RingBytes(h.capacity), " bytes, the region has ",
                                                    region->size()));
   std::lock_guard<std::mutex> lock(mu_);
   PruneLocked();
   if (auto it = rings_.find(name); it != rings_.end()) {
     if (it->second->region() == region.get())
-      return absl::AlreadyExistsError(absl::StrCat("region '", name, "' is a launch ring already"));
+      return absl::AlreadyExistsError(absl::StrCat("region '", ClientText(name), "' is a launch ring already"));
     rings_.erase(it);  // a ring on an earlier region of that name, not yet noticed that it is gone
   }
   // Pollers whose region was unregistered stop by themselves within 50 ms (Run); until then they
   // do not count, or a client that replaces its ring (unregisters it and opens another) would be
   // refused at the limit.
+  // Still, a poller held up by a slow request keeps its thread: at twice the limit nothing opens.
   size_t live = 0;
   for (const auto& [ring_name, poller] : rings_) {
     auto current = regions_->FindRegion(ring_name, poller->region()->session);
     live += current.ok() && current->get() == poller->region() ? 1 : 0;
   }
-  if (live >= max_rings_) {
+  if (live >= max_rings_ || rings_.size() >= 2 * max_rings_) {
     return absl::ResourceExhaustedError(absl::StrCat("kjitd serves ", max_rings_,
                                                      " launch rings, its limit (--max-rings): close one first"));
   }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 
@@ -24,7 +25,13 @@ StatusOr<std::unique_ptr<UnixListener>> UnixListener::Bind(const std::string& pa
     return absl::InvalidArgumentError(absl::StrCat("socket path '", path, "' must be 1 to ",
                                                    sizeof(addr.sun_path) - 1, " bytes long"));
   }
-  std::memcpy(addr.sun_path, path.data(), path.size());
+  // Bound under a temporary name in the same directory and renamed into place once listening, so
+  // the socket's path exists only when a connection to it is accepted (a client that waits for the
+  // file, as scripts do, is never refused). A path too long for the temporary name binds directly.
+  const std::string temp = absl::StrCat(path, ".", getpid(), ".tmp");
+  const std::string& bound = temp.size() < sizeof(addr.sun_path) ? temp : path;
+  std::memcpy(addr.sun_path, bound.data(), bound.size());
+  if (&bound == &temp) unlink(temp.c_str());  // a crashed daemon's of the same pid
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("socket(): ", std::strerror(errno)));
   auto fail = [&](const char* step) {
@@ -34,14 +41,20 @@ StatusOr<std::unique_ptr<UnixListener>> UnixListener::Bind(const std::string& pa
                                                std::strerror(err), ")"));
   };
   if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) return fail("bind");
-  if (chmod(path.c_str(), mode) != 0) {
+  if (chmod(bound.c_str(), mode) != 0) {
     const Status s = fail("chmod");
-    unlink(path.c_str());
+    unlink(bound.c_str());
     return s;
   }
   if (listen(fd, SOMAXCONN) != 0) {
     const Status s = fail("listen");
-    unlink(path.c_str());
+    unlink(bound.c_str());
+    return s;
+  }
+  // RENAME_NOREPLACE: like bind, never over an existing path (another daemon's socket).
+  if (&bound == &temp && renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+    const Status s = fail("rename into place");
+    unlink(temp.c_str());
     return s;
   }
   int wake[2];

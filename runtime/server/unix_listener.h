@@ -17,7 +17,8 @@ namespace kjit::server {
 class UnixListener {
  public:
   // Binds `path` (which must not exist: PrepareSocketPath clears a stale one) with `mode` set
-  // before it listens, so no connection is accepted under other permissions.
+  // before it listens, so no connection is accepted under other permissions; the path appears
+  // only once the socket listens (bound as path.<pid>.tmp, then renamed without replacing).
   static StatusOr<std::unique_ptr<UnixListener>> Bind(const std::string& path, mode_t mode);
   ~UnixListener();  // Stop()
   UnixListener(const UnixListener&) = delete;

@@ -12,7 +12,10 @@
  *   remote      ModelInfer over gRPC, tensors as CUDA IPC regions (one per allocation, cached).
  *   embedded    no daemon: the library compiles with NVRTC into the same on-disk cache (same keys,
  *               same locks) and launches in-process.
- * Every RPC has a deadline: a dead or stuck daemon is an error within it, never a hang.
+ * Every RPC has a deadline: a dead or stuck daemon is an error within it, never a hang. A call
+ * that makes more than one RPC can take a few deadlines: a ring call left unanswered is followed by
+ * a status request (did kjitd restart?), and the next launch replaces the ring; a kernel kjitd
+ * compiles for GetKernel is waited for longer (kjit_client_prepare).
  *
  * Thread safety: a client may be used from several threads; calls on one client are serialized
  * only where they share state (loading kernels, registering memory).

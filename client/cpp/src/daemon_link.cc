@@ -12,7 +12,9 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/client_text.h"
 #include "runtime/common/daemon_target.h"
+#include "runtime/common/log.h"
 #include "runtime/kernels/registry.h"
 
 namespace kjit::client {
@@ -51,10 +53,12 @@ StatusOr<std::unique_ptr<DaemonLink>> DaemonLink::Connect(const std::string& tar
     char* end = nullptr;
     const long long ms = std::strtoll(env, &end, 10);
     if (*end != '\0' || ms <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("$KJIT_COMPILE_DEADLINE_MS is '", env, "'; it takes a positive number of milliseconds"));
+      // Not a reason to refuse every mode that talks to kjitd (ring and remote never use it).
+      Log(LogLevel::kWarn, absl::StrCat("$KJIT_COMPILE_DEADLINE_MS is '", ClientText(env),
+                                        "', not a positive number of milliseconds: using ", l->compile_deadline_.count()));
+    } else {
+      l->compile_deadline_ = std::chrono::milliseconds(std::min<long long>(ms, kMaxDeadlineMs));
     }
-    l->compile_deadline_ = std::chrono::milliseconds(std::min<long long>(ms, kMaxDeadlineMs));
   }
   l->compile_deadline_ = std::max(l->compile_deadline_, deadline);
   l->client_name_ = client_name;
@@ -162,11 +166,9 @@ std::string DaemonLink::session() const {
   return session_;
 }
 
-std::unique_ptr<grpc::ClientContext> DaemonLink::Context() const { return Context(Until(deadline_)); }
-
-std::unique_ptr<grpc::ClientContext> DaemonLink::Context(std::chrono::system_clock::time_point until) const {
+std::unique_ptr<grpc::ClientContext> DaemonLink::Context() const {
   auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(until);
+  ctx->set_deadline(Until(deadline_));
   if (!token_.empty()) ctx->AddMetadata(kTokenMetadataKey, token_);
   std::lock_guard<std::mutex> lock(mu_);
   if (!session_.empty()) ctx->AddMetadata(kSessionMetadataKey, session_);

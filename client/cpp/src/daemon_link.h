@@ -44,10 +44,8 @@ class DaemonLink {
   std::chrono::milliseconds deadline() const { return deadline_; }
   std::string session() const;
 
-  // A context with the deadline, the token and the session's metadata; or with a deadline at
-  // `until` (calls that share one deadline, as a teardown's).
+  // A context with the deadline, the token and the session's metadata.
   std::unique_ptr<grpc::ClientContext> Context() const;
-  std::unique_ptr<grpc::ClientContext> Context(std::chrono::system_clock::time_point until) const;
 
   // With a session whose stream has ended (kjitd died or restarted), opens a new one and bumps
   // generation(); UNAVAILABLE within the deadline while kjitd does not answer (the next call tries

@@ -168,38 +168,48 @@ Status RemoteLauncher::OpenRing() {
   return absl::OkStatus();
 }
 
-void RemoteLauncher::UnregisterCuda(const std::string& region,
-                                    std::optional<std::chrono::system_clock::time_point> until) {
-  auto ctx = until ? link_->Context(*until) : link_->Context();
+namespace {
+// Whether kjitd answered (any status but a deadline run out or no connection).
+bool Answered(const grpc::Status& s) {
+  return s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED && s.error_code() != grpc::StatusCode::UNAVAILABLE;
+}
+}  // namespace
+
+bool RemoteLauncher::UnregisterCuda(const std::string& region) {
+  auto ctx = link_->Context();
   inference::CudaSharedMemoryUnregisterRequest req;
   req.set_name(region);
   inference::CudaSharedMemoryUnregisterResponse resp;
-  (void)link_->infer()->CudaSharedMemoryUnregister(ctx.get(), req, &resp);
+  return Answered(link_->infer()->CudaSharedMemoryUnregister(ctx.get(), req, &resp));
 }
 
-void RemoteLauncher::UnregisterRing(std::optional<std::chrono::system_clock::time_point> until) {
-  if (ring_region_.empty()) return;
-  auto ctx = until ? link_->Context(*until) : link_->Context();
+bool RemoteLauncher::UnregisterRing() {
+  if (ring_region_.empty()) return true;
+  auto ctx = link_->Context();
   inference::SystemSharedMemoryUnregisterRequest req;
   req.set_name(ring_region_);
   inference::SystemSharedMemoryUnregisterResponse resp;
-  (void)link_->infer()->SystemSharedMemoryUnregister(ctx.get(), req, &resp);
+  return Answered(link_->infer()->SystemSharedMemoryUnregister(ctx.get(), req, &resp));
 }
 
 void RemoteLauncher::UnregisterAll() {
-  // Best effort within the deadline: after a restart kjitd knows none of them (NOT_FOUND), and a
-  // session releases everything anyway when the client goes.
-  const auto until = std::chrono::system_clock::now() + link_->deadline();
-  UnregisterRing(until);
-  for (const auto& [base, a] : allocations_) UnregisterCuda(a.region, until);
+  // Best effort within the deadline: after a restart kjitd knows none of them (NOT_FOUND, at once),
+  // and a session releases everything anyway when the client goes. A daemon that leaves one call
+  // unanswered is not asked the rest: a stuck daemon costs one deadline, not one per registration.
+  bool answering = UnregisterRing();
+  for (const auto& [base, a] : allocations_) {
+    if (!answering) return;
+    answering = UnregisterCuda(a.region);
+  }
   for (const auto& [ordinal, d] : devices_) {
     for (const std::string& name : {d->ready_name, d->done_name}) {
       if (name.empty()) continue;
-      auto ctx = link_->Context(until);
+      if (!answering) return;
+      auto ctx = link_->Context();
       kjit::v1::UnregisterEventRequest req;
       req.set_name(name);
       kjit::v1::UnregisterEventResponse resp;
-      (void)link_->kernels()->UnregisterEvent(ctx.get(), req, &resp);
+      answering = Answered(link_->kernels()->UnregisterEvent(ctx.get(), req, &resp));
     }
   }
 }

@@ -61,14 +61,12 @@ class RemoteLauncher {
   };
   Status OpenRing();
   void CloseRing();  // this side only: unmaps the ring (and unlinks its object, if not yet done)
-  // Every region, event and the ring, best effort (the destructor, a resync), all within one
-  // deadline: a stuck daemon costs one deadline, not one per registration.
+  // Every region, event and the ring, best effort (the destructor, a resync); a daemon that leaves
+  // one call unanswered is not asked the rest.
   void UnregisterAll();
-  // The ring's region, or one CUDA IPC region, best effort (until: the call's deadline; default one
-  // deadline from now).
-  void UnregisterRing(std::optional<std::chrono::system_clock::time_point> until = std::nullopt);
-  void UnregisterCuda(const std::string& region,
-                      std::optional<std::chrono::system_clock::time_point> until = std::nullopt);
+  // The ring's region, or one CUDA IPC region, best effort: whether kjitd answered.
+  bool UnregisterRing();
+  bool UnregisterCuda(const std::string& region);
   // Registers what `call` names and sends it: NOT_FOUND when kjitd no longer knows a registration.
   Status SendCall(const VerifyCall& call, Device* d, CUstream stream);
   StatusOr<Device*> DeviceFor(int64_t ordinal);
