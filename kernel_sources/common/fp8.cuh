@@ -43,9 +43,13 @@ __device__ __forceinline__ void E4m3x4ToBf16(unsigned w, unsigned& lo, unsigned&
 // the H200 this is about twice as fast as the bit arithmetic below, whose bf16x2 multiply is the
 // slow part: the same bit trick on the f16 (shift, then a bf16x2 multiply by 2^112) measured K2
 // 113 us against 65 us (bench/results/kernel_bench-2026-12-02-h200-fp8.md).
-__device__ __forceinline__ unsigned E4m3x2ToBf16x2Cvt(unsigned short pair) {
+__device__ __forceinline__ unsigned E4m3x2ToF16x2(unsigned short pair) {
   unsigned h;
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"(pair));
+  return h;
+}
+__device__ __forceinline__ unsigned E4m3x2ToBf16x2Cvt(unsigned short pair) {
+  const unsigned h = E4m3x2ToF16x2(pair);
   float lo, hi;
   asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"(static_cast<unsigned short>(h & 0xffffu)));
   asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(static_cast<unsigned short>(h >> 16)));
@@ -55,10 +59,27 @@ __device__ __forceinline__ unsigned E4m3x2ToBf16x2Cvt(unsigned short pair) {
 }
 #endif
 
+#ifndef KJIT_FP8_DECODE
+#define KJIT_FP8_DECODE 0
+#endif
+
 // Eight e4m3 bytes (lo word first) -> eight bf16 as one 16-byte chunk; NaN bytes give bf16 NaN.
+// KJIT_FP8_DECODE (experiments only, kernel_bench --define; 0 in production): 8 = the f16 bits as
+// they are and 9 = the bytes spread without decoding, both wrong values: bounds on what any decode
+// costs (bench/results/kernel_bench-2026-12-04-h200-fp8-producer.md).
 __device__ __forceinline__ uint4 E4m3x8ToBf16(uint2 v) {
   uint4 r;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && KJIT_FP8_DECODE == 8
+  r.x = E4m3x2ToF16x2(static_cast<unsigned short>(v.x & 0xffffu));
+  r.y = E4m3x2ToF16x2(static_cast<unsigned short>(v.x >> 16));
+  r.z = E4m3x2ToF16x2(static_cast<unsigned short>(v.y & 0xffffu));
+  r.w = E4m3x2ToF16x2(static_cast<unsigned short>(v.y >> 16));
+#elif KJIT_FP8_DECODE == 9
+  r.x = __byte_perm(v.x, 0u, 0x1404);
+  r.y = __byte_perm(v.x, 0u, 0x3424);
+  r.z = __byte_perm(v.y, 0u, 0x1404);
+  r.w = __byte_perm(v.y, 0u, 0x3424);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   r.x = E4m3x2ToBf16x2Cvt(static_cast<unsigned short>(v.x & 0xffffu));
   r.y = E4m3x2ToBf16x2Cvt(static_cast<unsigned short>(v.x >> 16));
   r.z = E4m3x2ToBf16x2Cvt(static_cast<unsigned short>(v.y & 0xffffu));

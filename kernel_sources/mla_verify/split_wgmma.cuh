@@ -34,6 +34,14 @@
 #include "common/bf16.cuh"
 #include "common/cp_async.cuh"
 #include "common/fp8.cuh"
+
+// KJIT_FP8_PRODUCER (experiments only, kernel_bench --define; 0 in production): 2 = the e4m3
+// producer loads nothing (stores made-up rows), 3 = it stores nothing (its loads and conversions
+// kept alive by a sink); both wrong values, to split its cost
+// (bench/results/kernel_bench-2026-12-04-h200-fp8-producer.md).
+#ifndef KJIT_FP8_PRODUCER
+#define KJIT_FP8_PRODUCER 0
+#endif
 #include "common/mbarrier.cuh"
 #include "common/mma.cuh"
 #include "common/softmax.cuh"
@@ -117,14 +125,22 @@ struct Fp8TileRows {
     for (int k = 0; k < kRows; ++k) {
       const long long r = addr[first + 4 * k];
       const char* src = reinterpret_cast<const char*>(r) + lane * 8;
+#if KJIT_FP8_PRODUCER == 2
+      a[k] = b[k] = make_uint2(lane * (k + 1), lane);
+#else
       a[k] = r >= 0 ? __ldg(reinterpret_cast<const uint2*>(src)) : zero;
       b[k] = r >= 0 ? __ldg(reinterpret_cast<const uint2*>(src + 256)) : zero;
+#endif
     }
 #pragma unroll
     for (int j = 0; j < kRows / 4; ++j) {
       const long long r = addr[first + 4 * (4 * j + (lane >> 3))];
       const char* src = reinterpret_cast<const char*>(r) + 512 + (lane & 7) * 8;
+#if KJIT_FP8_PRODUCER == 2
+      rope[j] = make_uint2(lane * (j + 3), lane);
+#else
       rope[j] = r >= 0 ? __ldg(reinterpret_cast<const uint2*>(src)) : zero;
+#endif
     }
   }
 
@@ -133,6 +149,22 @@ struct Fp8TileRows {
   __device__ __forceinline__ void Store(unsigned tile, int first, int lane) const {
     constexpr unsigned kGroupBytes = WgmmaSmem::kGroupBytes;
     const unsigned dst = tile + ((kPart == kPartA ? 0 : 4) + (lane >> 3)) * kGroupBytes + ((lane & 7) << 4);
+#if KJIT_FP8_PRODUCER == 3
+    unsigned sink = 0;
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) {
+      const uint4 v = E4m3x8ToBf16(kPart == kPartA ? a[k] : b[k]);
+      sink ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (kPart == kPartA) {
+#pragma unroll
+      for (int j = 0; j < kRows / 4; ++j) {
+        const uint4 v = E4m3x8ToBf16(rope[j]);
+        sink ^= v.x ^ v.y ^ v.z ^ v.w;
+      }
+    }
+    if (sink == 0x9e3779b9u) StShared16(dst, make_uint4(sink, 0u, 0u, 0u));
+#else
 #pragma unroll
     for (int k = 0; k < kRows; ++k) {
       const int row = first + 4 * k;
@@ -145,6 +177,7 @@ struct Fp8TileRows {
         StShared16(tile + 8 * kGroupBytes + row * 128 + (((lane & 7) ^ (row & 7)) << 4), E4m3x8ToBf16(rope[j]));
       }
     }
+#endif
   }
 };
 

@@ -91,13 +91,23 @@ struct TileWgmma64x64 {
   static constexpr int kRows = 64;
   static constexpr int kKvTile = 64;
   static constexpr int kThreads = 384;
+  // KJIT_WGMMA_REGS_BF16 / _FP8 = producer * 1000 + consumer registers (experiments only, kernel_bench
+  // --define; multiples of 8 within the static_asserts below).
+#ifdef KJIT_WGMMA_REGS_BF16
+  static constexpr int kProducerRegs = KJIT_WGMMA_REGS_BF16 / 1000, kConsumerRegs = KJIT_WGMMA_REGS_BF16 % 1000;
+#else
   static constexpr int kProducerRegs = 56;
   static constexpr int kConsumerRegs = 224;
+#endif
   // With an fp8 cache the producer holds a whole tile's bytes in registers (split_wgmma.cuh
   // Fp8TileRows: 72 of them); the consumers give up 32 each (ptxas reports no spills at 192; at
   // 104 / 200 the producer of the H64 and H128 packed kernels spilled).
+#ifdef KJIT_WGMMA_REGS_FP8
+  static constexpr int kProducerRegsFp8 = KJIT_WGMMA_REGS_FP8 / 1000, kConsumerRegsFp8 = KJIT_WGMMA_REGS_FP8 % 1000;
+#else
   static constexpr int kProducerRegsFp8 = 120;
   static constexpr int kConsumerRegsFp8 = 192;
+#endif
   static_assert(128 * (kProducerRegs + 2 * kConsumerRegs) <= 65536 / kThreads / 8 * 8 * kThreads,
                 "the warpgroups' registers fit what the launch allots the CTA");
   static_assert(128 * (kProducerRegsFp8 + 2 * kConsumerRegsFp8) <= 65536 / kThreads / 8 * 8 * kThreads,
