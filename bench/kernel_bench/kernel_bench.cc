@@ -1,4 +1,4 @@
-// kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|64x64] [--only LABEL[|LABEL...]]
+// kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|32x32|64x64] [--only LABEL[|LABEL...]]
 //              [--define NAME=VALUE]... [--graph-calls N] [--timeline] [--proxy sm_120] [--compile-only]
 //              [--kv bf16,fp8,fp8-numerics]
 // Roofline of the mla_verify kernel: KERNEL.md's seven shapes, batch sweeps (H8 D16 at P16k, P4k and
@@ -10,8 +10,9 @@
 //   graph xN  N launches captured in one graph (as the layers of SGLang's decode step are), the
 //           replay's time / N: the per-call cost with the graph's own launch latency spread out.
 // Sanity-checks small cases against the float64 reference first (not with --define or --timeline).
-// --tile forces the split kernel's tile (32x16: the 99 KB mma.sync tile of sm_80/sm_120; 64x64: the
-// mma.sync tile of sm_100) on any device; arch (the default) is the device's own.
+// --tile forces the split kernel's tile (32x16: the 99 KB mma.sync tile of sm_80/sm_120; 32x32: the
+// 99 KB tile with Q in registers, bf16 caches only; 64x64: the mma.sync tile of sm_100) on any
+// device; arch (the default) is the device's own.
 // --timeline compiles the kernels with per-CTA timestamps (kernel_sources/mla_verify/timeline.cuh) and
 // adds a timeline table per row. --proxy sm_120 runs the sm_120 code path planned for the RTX PRO
 // 6000 (proxy.cc) and projects each row onto it. --kv lists the caches each shape runs with (default
@@ -238,6 +239,8 @@ Status Run(Options opt) {
     for (const std::string& kv : opt.kv) {
       Shape s = base;
       if (kv != "bf16") {
+        if (kernels::MlaVerifyTileFor(dev.cc_major, opt.tile, kernels::KvDtype::kFp8E4m3).smem_bytes == 0)
+          continue;  // a bf16-only tile (the plan would refuse the row)
         s.kv = kernels::KvDtype::kFp8E4m3;
         s.numerics = kv == "fp8" ? kernels::Fp8Numerics::kDequant : kernels::Fp8Numerics::kFp8;
         s.label += " " + kv;
@@ -260,7 +263,7 @@ Status Run(Options opt) {
 }
 
 constexpr char kUsage[] =
-    "usage: kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|64x64] [--only LABEL[|LABEL...]] "
+    "usage: kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|32x32|64x64] [--only LABEL[|LABEL...]] "
     "[--define NAME=VALUE]... [--graph-calls N] [--timeline] [--proxy sm_120] [--compile-only] "
     "[--kv bf16,fp8,fp8-numerics]\n";
 
@@ -283,9 +286,13 @@ bool Parse(int argc, char** argv, Options* opt) {
       }
     } else if (!std::strcmp(argv[i], "--tile") && has_value) {
       const std::string t = argv[++i];
-      opt->tile = t == "32x16" ? mla::kTile32x16 : t == "64x64" ? mla::kTile64x64 : t == "arch" ? 0 : -1;
+      opt->tile = t == "32x16"   ? mla::kTile32x16
+                  : t == "32x32" ? mla::kTileQReg32x32
+                  : t == "64x64" ? mla::kTile64x64
+                  : t == "arch"  ? 0
+                                 : -1;
       if (opt->tile < 0) {
-        std::fprintf(stderr, "kernel_bench: --tile takes arch, 32x16 or 64x64, not %s\n", t.c_str());
+        std::fprintf(stderr, "kernel_bench: --tile takes arch, 32x16, 32x32 or 64x64, not %s\n", t.c_str());
         return false;
       }
     } else if (!std::strcmp(argv[i], "--proxy") && has_value) {

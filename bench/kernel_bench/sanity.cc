@@ -68,7 +68,13 @@ Status CheckAgainstReference(const kernels::KernelTable& kernels, const driver::
     f.fp8_numerics = i == 2 ? kernels::Fp8Numerics::kFp8 : kernels::Fp8Numerics::kDequant;
     specs.push_back(f);
   }
-  for (const auto& s : specs) KJIT_RETURN_IF_ERROR(RunCase(kernels, dev, stream, s, tile));
+  for (const auto& s : specs) {
+    if (s.kv_dtype == kernels::KvDtype::kFp8E4m3 && kernels::MlaVerifyTileFor(dev.cc_major, tile, s.kv_dtype).smem_bytes == 0) {
+      std::printf("sanity: tile %d has no fp8 variant; fp8 cases not run\n", tile);
+      continue;
+    }
+    KJIT_RETURN_IF_ERROR(RunCase(kernels, dev, stream, s, tile));
+  }
   return absl::OkStatus();
 }
 

@@ -6,6 +6,7 @@
 //   kjit::mla::MlaVerifyCombine<8>
 #include "mla_verify/combine.cuh"
 #include "mla_verify/split_kernel.cuh"
+#include "mla_verify/split_qreg.cuh"
 #include "mla_verify/split_wgmma.cuh"
 #include "common/sync.cuh"
 #include "mla_verify/timeline.cuh"
@@ -41,7 +42,9 @@ struct SplitTile<kTile64x64> {
 template <int kTile>
 constexpr bool kSplitUsesWgmma = kTile == kTileArch && UsesWgmmaTile(kArchMajor);
 template <int kTile>
-constexpr int kSplitThreads = kSplitUsesWgmma<kTile> ? TileWgmma64x64::kThreads : SplitTile<kTile>::type::kThreads;
+constexpr int kSplitThreads = kSplitUsesWgmma<kTile>      ? TileWgmma64x64::kThreads
+                              : kTile == kTileQReg32x32 ? TileQReg32x32::kThreads
+                                                        : SplitTile<kTile>::type::kThreads;
 
 // kMask: 0 = bool bytes, 1 = packed bits (runtime/kernels MaskKind values). kTile: a TileId; the
 // default is the compiled arch's tile. kKv: 0 = bf16 cache, 1 = fp8 e4m3 (runtime/kernels KvDtype).
@@ -58,7 +61,14 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (kSplitUsesWgmma<kTile>) WgmmaSplitKernelBody<kHeads, kMask == 1, kKv == 1>(p);
 #endif
-  if constexpr (!kSplitUsesWgmma<kTile>) {
+  if constexpr (kTile == kTileQReg32x32) {
+    if constexpr (kKv == 1) {
+      // No fp8 variant of this tile; the plan refuses it, so this never runs.
+      if (threadIdx.x == 0) RaiseError(kErrBadIndptr);
+    } else {
+      QRegSplitKernelBody<kHeads, kMask == 1>(p);
+    }
+  } else if constexpr (!kSplitUsesWgmma<kTile>) {
     using Cfg = typename SplitTile<kTile>::type;
     if constexpr (kKv == 1 && !kHasFp8Variant<Cfg>) {
       // No fp8 variant of this tile (traits.h); the plan refuses it, so this never runs.

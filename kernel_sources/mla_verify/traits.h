@@ -54,6 +54,30 @@ using Tile64x64 = TileConfig<2, 2, 64>;
 // row streamed serves 32 query rows (a 16-row tile would stream each KV row twice as often).
 using Tile32x16 = TileConfig<1, 2, 16, 2>;
 
+// sm_80/sm_89/sm_120 with a bf16 cache (split_qreg.cuh): 32 rows x 32 KV rows, 8 warps as 2 row
+// groups x 4 quarters. In Q.K^T a quarter is 9 of the 36 k-steps of 16 dims (Q's fragments held in
+// registers, the partial S summed through shared memory), in P.V 128 of the 512 V columns.
+struct TileQReg32x32 {
+  static constexpr int kRows = 32;
+  static constexpr int kKvTile = 32;
+  static constexpr int kStages = 2;
+  static constexpr int kWarps = 8;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kQkSteps = kKDim / 16 / 4;  // k-steps of Q.K^T per warp
+  static constexpr int kVCols = kVDim / 4;          // V columns per warp in P.V
+  static constexpr int kVNTiles = kVCols / 8;
+  static constexpr int kSPad = 40;                  // floats per row of a partial S (32 + 8)
+};
+struct SmemPlanQReg {
+  alignas(128) unsigned short kv[TileQReg32x32::kStages][TileQReg32x32::kKvTile * kKDim];  // stage 1 first holds Q
+  alignas(128) float s_part[2][4][16][TileQReg32x32::kSPad];  // row group, quarter: partial S of 16 rows
+  alignas(128) unsigned short p[TileQReg32x32::kRows * kPRowElems];  // bf16 P, 128-byte rows (4 chunks used)
+  float row_buf[4][TileQReg32x32::kRows];                              // per-quarter row maxima / sums
+  long long idx[kIdxRing][TileQReg32x32::kKvTile];                     // source row per KV row; -1 = masked
+};
+static_assert(sizeof(SmemPlanQReg) <= 101376, "the 32x32 Q-in-registers tile exceeds 99 KB");
+static_assert(TileQReg32x32::kRows * kKDim == TileQReg32x32::kKvTile * kKDim, "Q fits one KV stage");
+
 // Shared memory of one CTA. Row-major tiles of 1152-byte rows with 16-byte chunks XOR-swizzled by
 // (row % 8): ldmatrix's eight row addresses then hit eight different bank groups.
 template <class Cfg>
@@ -155,8 +179,8 @@ struct TileFor<true> {
 
 // Tiles a caller may force on any arch whose limits they fit (benchmarks and tests: the sm_120 tile
 // and the mma.sync 64 x 64 tile measured on an sm_90 device). kTileArch = the arch's own tile.
-enum TileId : int { kTileArch = 0, kTile32x16 = 1, kTile64x64 = 2 };
-constexpr int kNumTileIds = 3;
+enum TileId : int { kTileArch = 0, kTile32x16 = 1, kTile64x64 = 2, kTileQReg32x32 = 3 };
+constexpr int kNumTileIds = 4;
 
 // Combine: CTAs of kCombineThreads threads, each thread 8 output columns of one query row (one
 // 16-byte load of bf16 partial O per state), kCombineBatch states per memory round trip. Two

@@ -77,6 +77,19 @@ class Daemon:
         self.channel = grpc.insecure_channel(self.target, options=OPTIONS)
         grpc.channel_ready_future(self.channel).result(timeout=60)
 
+    def wait_ready(self, timeout=120):
+        """Waits for the end of the daemon's startup (the catalog compiled or loaded: ServerReady);
+        before it, the kernel calls answer UNAVAILABLE "starting"."""
+        _, _, _, pb, pbg, _, _ = stubs()
+        infer = pbg.GRPCInferenceServiceStub(self.channel)
+        deadline = time.time() + timeout
+        while not infer.ServerReady(pb.ServerReadyRequest(), timeout=10).ready:
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.proc.kill()
+                raise RuntimeError("kjitd did not finish its startup")
+            time.sleep(0.05)
+        return self
+
     def stop(self):
         self.channel.close()
         self.proc.send_signal(signal.SIGTERM)

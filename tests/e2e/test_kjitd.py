@@ -24,7 +24,7 @@ from kjitd_e2e import OPTIONS, Daemon, make_infer_request, stubs
 class KjitdTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.d = Daemon()
+        cls.d = Daemon().wait_ready()
         (cls.grpc, cls.hpb, cls.hpbg, cls.pb, cls.pbg, cls.kpb, cls.kpbg) = stubs()
         cls.infer = cls.pbg.GRPCInferenceServiceStub(cls.d.channel)
         cls.kernels = cls.kpbg.KernelServiceStub(cls.d.channel)

@@ -305,7 +305,7 @@ class TokenTest(unittest.TestCase):
         (cls.grpc, cls.hpb, cls.hpbg, cls.pb, cls.pbg, cls.kpb, cls.kpbg) = stubs()
         cls.tmp = tempfile.mkdtemp(prefix="kjit-token-")
         cls.port = free_port()
-        cls.d = Daemon(["--listen", f"127.0.0.1:{cls.port}", "--token-file", token_file(cls.tmp)])
+        cls.d = Daemon(["--listen", f"127.0.0.1:{cls.port}", "--token-file", token_file(cls.tmp)]).wait_ready()
         cls.tcp = cls.grpc.insecure_channel(f"127.0.0.1:{cls.port}", options=OPTIONS)
         cls.grpc.channel_ready_future(cls.tcp).result(timeout=30)
 

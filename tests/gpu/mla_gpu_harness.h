@@ -29,7 +29,8 @@ namespace kjit::gputest {
 
 // The launch families under test, driven through the same plan/launch shape: the fast kernel with
 // the device's tile (warpgroup MMA on sm_90), the fast kernel with forced mma.sync tiles (32x16 is
-// sm_120's own tile: this is where it runs on an sm_90 test machine), and the oracle.
+// sm_120's own tile: this is where it runs on an sm_90 test machine; 32x32 keeps Q in registers), and
+// the oracle.
 struct Family {
   const char* name;
   StatusOr<kernels::MlaVerifyPlan> (*plan)(const kernels::MlaVerifyProblem&, const driver::DeviceInfo&,
@@ -37,8 +38,8 @@ struct Family {
   Status (*launch)(const kernels::KernelTable&, const kernels::MlaVerifyPlan&, const kernels::MlaVerifyProblem&,
                    const kernels::MlaVerifyBuffers&, CUstream);
   int tile = 0;  // MlaVerifyPlanOptions::tile for the fast family
-  // Whether the family plans an fp8 e4m3 cache; the 64x64 mma.sync tile has no fp8 variant, and its
-  // plan must refuse one with UNIMPLEMENTED.
+  // Whether the family plans an fp8 e4m3 cache; the 64x64 mma.sync tile and the 32x32 Q-in-registers
+  // tile have no fp8 variant, and their plans must refuse one with UNIMPLEMENTED.
   bool fp8_cache = true;
 };
 inline void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
@@ -52,6 +53,8 @@ inline const Family kFastTile32x16{"fast_t32x16", &kernels::PlanMlaVerify, &kern
                                    mla::kTile32x16};
 inline const Family kFastTile64x64{"fast_t64x64", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
                                    mla::kTile64x64, /*fp8_cache=*/false};
+inline const Family kFastTileQReg32x32{"fast_tq32x32", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
+                                       mla::kTileQReg32x32, /*fp8_cache=*/false};
 inline const Family kNaive{"naive", &PlanNaive, &kernels::LaunchMlaVerifyNaive};
 
 // The family's plan of the case, with a fixed number of prefix chunks when num_splits > 0.
@@ -102,7 +105,7 @@ struct GpuRuntime {
     kernels::KernelCompiler compiler(cache.get());
     std::vector<kernels::Specialization> specs = kernels::FamilySpecializations(kernels::kMlaVerifyFamily);
     for (auto& s : kernels::FamilySpecializations(kernels::kMlaVerifyNaiveFamily)) specs.push_back(std::move(s));
-    for (int tile : {kFastTile32x16.tile, kFastTile64x64.tile}) {
+    for (int tile : {kFastTile32x16.tile, kFastTile64x64.tile, kFastTileQReg32x32.tile}) {
       for (auto& s : kernels::MlaVerifyForcedTileSpecializations(tile)) specs.push_back(std::move(s));
     }
     std::vector<kernels::CompiledKernel> compiled;

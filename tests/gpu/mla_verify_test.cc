@@ -329,9 +329,9 @@ TEST_P(MlaVerifyGpu, SanitizeHugeMaskIndptrIsReportedNotRead) {
   }
 }
 
-// Every family plans an fp8 cache, except the 64x64 mma.sync tile, which has no fp8 variant: its plan
-// (and so a run) must refuse one with UNIMPLEMENTED (a client falls back). The fast family's launch refuses a plan made
-// for the other cache type, which would read the cache's bytes as the wrong element type.
+// Every family plans an fp8 cache, except the 64x64 mma.sync and 32x32 Q-in-registers tiles, which have
+// no fp8 variant: their plans (and so a run) must refuse one with UNIMPLEMENTED (a client falls back).
+// The fast family's launch refuses a plan made for the other cache type, which would read the cache's bytes as the wrong element type.
 TEST_P(MlaVerifyGpu, Fp8CacheIsPlannedOrRefusedAsUnimplemented) {
   GpuRuntime& rt = GpuRuntime::Get();
   for (auto numerics : {kernels::Fp8Numerics::kDequant, kernels::Fp8Numerics::kFp8}) {
@@ -362,7 +362,7 @@ TEST_P(MlaVerifyGpu, Fp8CacheIsPlannedOrRefusedAsUnimplemented) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, MlaVerifyGpu, ::testing::Values(kFast, kFastTile32x16, kFastTile64x64, kNaive),
+INSTANTIATE_TEST_SUITE_P(Families, MlaVerifyGpu, ::testing::Values(kFast, kFastTile32x16, kFastTile64x64, kFastTileQReg32x32, kNaive),
                          [](const ::testing::TestParamInfo<Family>& info) { return std::string(info.param.name); });
 
 // ---- fp8 e4m3 cache: every family that plans one, in both numerics ----

@@ -363,9 +363,29 @@ TEST(MlaVerifyPlanTest, AnFp8CacheTakesTheFp8SpecializationOnEveryTileThatHasOne
   EXPECT_EQ(bf16->num_splits, hopper->num_splits);
 }
 
+// The split model counts the CTAs an SM holds by shared memory and by registers: two 32x16 CTAs
+// (128 threads) fit an H200 SM, one of the 256-thread 32x32 tile does whatever its shared memory.
+TEST(MlaVerifyPlanTest, CtaSlotsCountRegistersAsWellAsSharedMemory) {
+  const MlaVerifyProblem p = Problem(1, 8, 16, 65536);
+  for (int tile : {mla::kTile32x16, mla::kTileQReg32x32}) {
+    const MlaVerifyTile t = MlaVerifyTileFor(9, tile);
+    driver::DeviceInfo one = H200();  // room for exactly one CTA's shared memory
+    one.max_smem_per_block_optin = t.smem_bytes;
+    auto roomy = PlanMlaVerify(p, H200(), {.tile = tile});
+    auto tight = PlanMlaVerify(p, one, {.tile = tile});
+    ASSERT_TRUE(roomy.ok() && tight.ok()) << tile;
+    ASSERT_GE(H200().max_smem_per_block_optin / t.smem_bytes, 2) << tile;  // two by shared memory
+    if (tile == mla::kTileQReg32x32) {
+      EXPECT_EQ(roomy->num_splits, tight->num_splits);  // one by registers either way
+    } else {
+      EXPECT_GT(roomy->num_splits, tight->num_splits);  // two slots per SM spread the prefix wider
+    }
+  }
+}
+
 TEST(MlaVerifyPlanTest, ForcedTilesHaveTheirOwnSpecializationsAndGeometry) {
   EXPECT_TRUE(MlaVerifyForcedTileSpecializations(0).empty());
-  EXPECT_TRUE(MlaVerifyForcedTileSpecializations(3).empty());
+  EXPECT_TRUE(MlaVerifyForcedTileSpecializations(mla::kNumTileIds).empty());
   const std::vector<Specialization> large = MlaVerifyForcedTileSpecializations(mla::kTile64x64);
   ASSERT_EQ(large.size(), 20u);  // bf16 caches first, then fp8
   EXPECT_EQ(large[0].name, "h8_bool_t64x64");
@@ -395,7 +415,26 @@ TEST(MlaVerifyPlanTest, ForcedTilesHaveTheirOwnSpecializationsAndGeometry) {
   EXPECT_EQ(plan->specialization, "h8_bool_t64x64");
   EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::Tile64x64::kThreads));
   EXPECT_EQ(plan->main.dynamic_smem, sizeof(mla::SmemPlan<mla::Tile64x64>));
-  EXPECT_EQ(PlanMlaVerify(p, H200(), {.tile = 3}).status().code(), absl::StatusCode::kInvalidArgument);
+  // The 32x32 Q-in-registers tile: 256 threads, its own shared-memory plan within sm_120's 99 KB, bf16 only.
+  plan = PlanMlaVerify(p, RtxPro6000(), {.tile = mla::kTileQReg32x32});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->specialization, "h8_bool_t32x32");
+  EXPECT_EQ(plan->main_kernel, "kjit::mla::MlaVerifySplit<8, 0, 3>");
+  EXPECT_EQ(plan->main.grid[0], 128u / mla::TileQReg32x32::kRows);
+  EXPECT_EQ(plan->main.block[0], 256u);
+  EXPECT_EQ(plan->main.dynamic_smem, sizeof(mla::SmemPlanQReg));
+  EXPECT_LE(plan->main.dynamic_smem, 101376u);
+  const std::vector<Specialization> qreg = MlaVerifyForcedTileSpecializations(mla::kTileQReg32x32);
+  ASSERT_EQ(qreg.size(), 20u);
+  EXPECT_EQ(qreg[1].name, "h8_packed_t32x32");
+  EXPECT_EQ(qreg[1].max_dynamic_smem("sm_120"), static_cast<int>(sizeof(mla::SmemPlanQReg)));
+  EXPECT_EQ(qreg[11].max_dynamic_smem("sm_120"), 0);  // no fp8 variant
+  MlaVerifyProblem fp8 = p;
+  fp8.kv_dtype = KvDtype::kFp8E4m3;
+  auto refused = PlanMlaVerify(fp8, RtxPro6000(), {.tile = mla::kTileQReg32x32});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented) << refused.status();
+  EXPECT_NE(std::string(refused.status().message()).find("32x32"), std::string::npos) << refused.status();
+  EXPECT_EQ(PlanMlaVerify(p, H200(), {.tile = mla::kNumTileIds}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PlanMlaVerify(p, H200(), {.tile = -1}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PlanMlaVerify(p, H200(), {.num_splits = mla::kCombineMaxStates}).status().code(),
             absl::StatusCode::kInvalidArgument);

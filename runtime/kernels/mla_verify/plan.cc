@@ -37,7 +37,7 @@ Status ValidateOptions(const MlaVerifyPlanOptions& o) {
   if (o.num_splits < 0 || o.num_splits >= mla::kCombineMaxStates)
     return Invalid(absl::StrCat("num_splits = ", o.num_splits, "; need 0..", mla::kCombineMaxStates - 1));
   if (o.tile < 0 || o.tile >= mla::kNumTileIds)
-    return Invalid(absl::StrCat("tile = ", o.tile, "; need 0 (the device's tile), 1 (32x16) or 2 (64x64 mma.sync)"));
+    return Invalid(absl::StrCat("tile = ", o.tile, "; need 0 (the device's tile), 1 (32x16), 2 (64x64 mma.sync) or 3 (32x32, Q in registers)"));
   return absl::OkStatus();
 }
 
@@ -92,9 +92,12 @@ int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const
   const long prefix = p.max_prefix > 0 ? p.max_prefix : 16384;  // unknown: a typical verify prefix
   const long prefix_tiles = std::max<long>(1, (prefix + tile.kv_tile - 1) / tile.kv_tile);
   const long tree_tiles = (p.max_draft + tile.kv_tile - 1) / tile.kv_tile;
-  // CTA slots: SMs times the CTAs whose shared memory fits one SM (a 99 KB tile forced on a
-  // 227 KB device runs two per SM; the registers allow it for every tile of traits.h).
-  const int per_sm = std::max(1, dev.max_smem_per_block_optin / std::max(1, tile.smem_bytes));
+  // CTA slots: SMs times the CTAs that one SM holds: as many as its shared memory fits (a 99 KB tile
+  // forced on a 227 KB device could run two per SM), and as its 64K registers allow at the 255 per
+  // thread that __launch_bounds__(threads, 1) permits (two CTAs of 128 threads, one of 256).
+  const int by_smem = dev.max_smem_per_block_optin / std::max(1, tile.smem_bytes);
+  const int by_regs = 65536 / (std::max(1, tile.threads) * 256);
+  const int per_sm = std::max(1, std::min(by_smem, by_regs));
   const int sms = std::max(1, dev.sm_count) * per_sm;
   // Combine traffic per extra state: the split kernel writes and the combine reads every row's
   // 1 KB bf16 partial O; measured on the H200 as ~3.7 bytes per ns (mostly L2-resident).
@@ -250,6 +253,12 @@ MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile) {
     return MlaVerifyTile{Cfg::kRows, Cfg::kKvTile, Cfg::kThreads, static_cast<int>(sizeof(mla::SmemPlan<Cfg>)),
                          4.7 * work * (Cfg::kRows >= 64 ? 1.0 : 2.5)};
   };
+  if (tile == mla::kTileQReg32x32) {
+    // Twice the 32x16 tile's work per KV tile; assumed as efficient per FLOP as it.
+    using Cfg = mla::TileQReg32x32;
+    return MlaVerifyTile{Cfg::kRows, Cfg::kKvTile, Cfg::kThreads, static_cast<int>(sizeof(mla::SmemPlanQReg)),
+                         4.7 * Cfg::kRows * Cfg::kKvTile / (64.0 * 64.0) * 2.5};
+  }
   if (tile == mla::kTile32x16) return make(mla::Tile32x16{});
   if (tile == mla::kTile64x64) return make(mla::Tile64x64{});
   if (mla::UsesWgmmaTile(cc_major))
@@ -268,6 +277,10 @@ MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile, KvDtype kv) {
     using Cfg = decltype(cfg);
     return mla::kHasFp8Variant<Cfg> ? static_cast<int>(sizeof(mla::SmemPlanFp8<Cfg>)) : 0;
   };
+  if (tile == mla::kTileQReg32x32) {  // bf16 only
+    t.smem_bytes = 0;
+    return t;
+  }
   const bool large = tile == mla::kTile64x64 || (tile == mla::kTileArch && mla::UsesLargeTile(cc_major));
   t.smem_bytes = large ? fp8_smem(mla::Tile64x64{}) : fp8_smem(mla::Tile32x16{});
   return t;
@@ -306,7 +319,7 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
     // UNIMPLEMENTED, not FAILED_PRECONDITION: the clients' fallback (kjit.sglang) takes it as "use
     // another kernel" and stays on SGLang's own.
     return absl::UnimplementedError(absl::StrCat(
-        "mla_verify: an fp8 kv_cache is not supported by the 64x64 mma.sync tile (device ", dev.ordinal, ", ",
+        "mla_verify: an fp8 kv_cache is not supported by the ", tile.rows, "x", tile.kv_tile, " mma.sync tile (device ", dev.ordinal, ", ",
         dev.name, ", compute capability ", dev.cc_major, ".", dev.cc_minor, "); use a bf16 cache"));
   if (dev.max_smem_per_block_optin < tile.smem_bytes)
     return absl::FailedPreconditionError(

@@ -1,0 +1,334 @@
+// The split kernel for the 99 KB arches with Q in registers (TileQReg32x32, traits.h): the same
+// contract as split_kernel.cuh (one CTA = 32 query rows of request b x one prefix chunk, or the
+// draft tree for split 0; normalized bf16 partial O and log2-LSE into the workspace), computed with
+// mma.sync by 8 warps that each issue several MMAs per fragment they load.
+//
+// Warp w = 4g + c serves the 16 query rows of row group g (rows 16g..16g+15 of the CTA's 32):
+// - Q.K^T: the warp holds Q's A fragments for the k-steps ks = c, c + 4, ..., c + 32 of the 576 dims
+//   (9 of the 36, 36 registers, loaded once) and multiplies them with the whole 32-row KV tile (4
+//   n-tiles, two ldmatrix.x4 per k-step for four MMAs). The four warps of a row group add their
+//   partial S through shared memory in a fixed order (deterministic), each warp keeping the 8 KV
+//   columns 8c..8c+7 for the softmax.
+// - Softmax: scale, mask, row maxima across the row group's four warps, the lazy online update
+//   (every warp of a row group sees the same maxima and takes the same decision), P (bf16) into
+//   shared memory.
+// - P.V: the warp adds its row group's P times V columns 128c..128c+127 (16 n-tiles, 64 fp32
+//   registers of O): per 16 KV rows one ldmatrix.x4 of P and eight transposed ldmatrix.x4 of V for
+//   16 MMAs.
+// KV tiles of 32 rows stream through a 2-stage cp.async ring; Q first lands in stage 1 (32 rows of
+// 1152 bytes, one stage) and leaves it for registers before tile 1 is gathered there.
+//
+// (split_kernel.cuh's 32x16 tile on the H200 under the sm_120 proxy, ncu: one warp per scheduler,
+// more ldmatrix than MMAs; bench/results/kernel_bench-2026-12-02-h200-sm120-proxy.md.)
+#pragma once
+
+#include "common/bf16.cuh"
+#include "common/cp_async.cuh"
+#include "common/mma.cuh"
+#include "common/softmax.cuh"
+#include "common/swizzle.cuh"
+#include "common/sync.cuh"
+#include "mla_verify/mask.cuh"
+#include "mla_verify/params.h"
+#include "mla_verify/request.cuh"
+#include "mla_verify/timeline.cuh"
+#include "mla_verify/traits.h"
+
+namespace kjit {
+namespace mla {
+
+template <int kHeads, bool kPackedMask>
+__device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
+  using Cfg = TileQReg32x32;
+  constexpr int kTile = Cfg::kKvTile;          // 32
+  constexpr int kChunks = kKDim * 2 / 16;      // 72 16-byte chunks of a 1152-byte row
+  constexpr unsigned kRowBytes = kKDim * 2;    // 1152
+  constexpr int kThreads = Cfg::kThreads;      // 256
+  constexpr int kWarps = Cfg::kWarps;          // 8
+  constexpr int kQSteps = Cfg::kQkSteps;       // 9 k-steps of Q.K^T per warp
+  constexpr int kVNTiles = Cfg::kVNTiles;      // 16
+  static_assert(kTile == 32 && Cfg::kRows == 32 && kWarps == 8, "the warp roles below assume 32 x 32");
+  static_assert((kTile * kChunks) % kThreads == 0 && (Cfg::kRows * kChunks) % kThreads == 0,
+                "gathers split evenly over the CTA");
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  SmemPlanQReg& sm = *reinterpret_cast<SmemPlanQReg*>(smem_raw);
+
+  const int m_tile = blockIdx.x, split = SplitOfCta(), b = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = warp >> 2, c = warp & 3;  // row group, quarter (of the dims in Q.K^T, of V in P.V)
+
+  const Request rq = LoadRequest(p, b);
+  KJIT_STAMP(kTlRequest);
+  if (!rq.ok) {
+    if (tid == 0 && split == 0 && m_tile == 0) RaiseError(kErrBadIndptr);
+    return;
+  }
+  const int rows_b = rq.draft * kHeads;
+  const int m0 = m_tile * Cfg::kRows;
+  if (m0 >= rows_b) return;
+  const bool tree = split == 0;
+  long long kv_begin = 0, kv_end = rq.draft;
+  if (!tree) PrefixChunk<kTile>(rq.prefix, p.num_splits, split, &kv_begin, &kv_end);
+
+  const StateRows state = StateOf(p, b, split);
+  if (kv_begin >= kv_end) {
+    WriteEmptyState(state.lse, state.o, m0, rows_b, Cfg::kRows, tid, kThreads);
+    return;
+  }
+  const int num_tiles = static_cast<int>((kv_end - kv_begin + kTile - 1) / kTile);
+
+  TreeMask<kPackedMask> mask;
+  if (tree) {
+    mask.Init(p, b, rq);
+    if (!mask.ok && tid == 0) RaiseError(kErrBadIndptr);
+  }
+  const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end);
+  constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
+
+  // Warp w gathers rows w, w + 8, w + 16, w + 24; lane copies chunks lane, lane + 32, lane + 64 (< 72).
+  auto gather = [&](int t) {
+    const long long* idx = sm.idx[t % kIdxRing];
+    const unsigned dst = SmemAddr(sm.kv[t % Cfg::kStages]);
+    const char* base = reinterpret_cast<const char*>(kv_rows.base) + lane * 16;
+#pragma unroll
+    for (int row = warp; row < kTile; row += kWarps) {
+      const long long s = idx[row];
+      const char* src = base + (s < 0 ? 0 : s) * kv_rows.row_bytes;
+      // chunk c + 32k XOR (row % 8) only changes c's low three bits: +512 bytes per k.
+      const unsigned d = dst + row * kRowBytes + ((lane ^ (row & 7)) << 4);
+      CpAsync16(d, src, s >= 0);
+      CpAsync16(d + 512, src + 512, s >= 0);
+      if (lane < kChunks - 64) CpAsync16(d + 1024, src + 1024, s >= 0);
+    }
+  };
+
+  // Prologue: indices of tiles 0 and 1; Q into stage 1 and tile 0 into stage 0, one cp.async group.
+  if (tid < kTile) {
+    sm.idx[0][tid] = kv_rows.Validate(p, kv_rows.Raw(p, 0, tid), 0, tid);
+    sm.idx[1][tid] = num_tiles > 1 ? kv_rows.Validate(p, kv_rows.Raw(p, 1, tid), 1, tid) : -1;
+  }
+  __syncthreads();
+  const unsigned q_stage = SmemAddr(sm.kv[1]);
+  {
+#pragma unroll
+    for (int it = 0; it < Cfg::kRows * kChunks / kThreads; ++it) {
+      const int j = it * kThreads + tid, row = j / kChunks, ch = j % kChunks;
+      const int rg = m0 + row;
+      const bool ok = rg < rows_b;
+      const long long tok = ok ? rg / kHeads : 0;
+      const unsigned short* src = p.q + (rq.q0 + tok) * p.q_stride_n + (rg % kHeads) * p.q_stride_h + ch * 8;
+      CpAsync16(q_stage + SwizzledOffset<kChunks>(row, ch), src, ok);
+    }
+  }
+  gather(0);
+  CpAsyncCommit();
+  KJIT_STAMP(kTlTile0Issued);
+
+  const int warp_row0 = 16 * g;
+  // Q's A fragments of k-steps c + 4j: rows warp_row0 + lane % 16, chunk 2c + lane / 16 of group j.
+  unsigned qf[kQSteps][4];
+  CpAsyncWait<0>();
+  __syncthreads();
+  KJIT_STAMP(kTlQLanded);
+  {
+    const unsigned a_lane =
+        q_stage + (warp_row0 + (lane & 15)) * kRowBytes + (((2 * c + (lane >> 4)) ^ (lane & 7)) << 4);
+#pragma unroll
+    for (int j = 0; j < kQSteps; ++j) LdMatrixX4(qf[j], a_lane + j * 128);
+  }
+
+  float o[kVNTiles][4];
+#pragma unroll
+  for (int nt = 0; nt < kVNTiles; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[nt][e] = 0.f;
+  float m_run[2] = {NegInf(), NegInf()}, l_run[2] = {0.f, 0.f};
+  const float scale = tree ? p.tree_scale_log2 : p.prefix_scale_log2;
+
+  // Per-lane bases. Q.K^T B fragments (K rows n0 + lane % 8 + 8 (lane / 16), chunk 2c + (lane / 8) % 2
+  // of group j; n0 = 0 and 16); P.V A fragments (P rows warp_row0 + lane % 16, chunk 2kk + lane / 16);
+  // P.V B fragments (V rows lane % 8 + 8 ((lane / 8) % 2), chunk 2 (np % 4) + lane / 16 of group
+  // np / 4 of the warp's 256 bytes of columns).
+  const unsigned k_lane = (((lane >> 4) << 3) + (lane & 7)) * kRowBytes + (((2 * c + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
+  const unsigned p_lane = SmemAddr(sm.p) + (warp_row0 + (lane & 15)) * 128;
+  const unsigned v_lane = ((((lane >> 3) & 1) << 3) + (lane & 7)) * kRowBytes + c * (Cfg::kVCols * 2);
+  const LaneSwizzle swz_v(lane, lane >> 4);
+  // This thread's S elements after the reduction: rows warp_row0 + lane / 4 (+8), columns
+  // 8c + 2 (lane % 4) (+1).
+  const int s_row = lane >> 2, s_col = 8 * c + 2 * (lane & 3);
+
+  for (int t = 0; t < num_tiles; ++t) {
+    CpAsyncWait<0>();
+    __syncthreads();  // tile t visible to all; every warp is done with tile t-1's stage (or Q's)
+    if (t + 1 < num_tiles) gather(t + 1);
+    CpAsyncCommit();
+    const bool stage_next = tid < kTile && t + 2 < num_tiles;
+    const long long raw_next = stage_next ? kv_rows.Raw(p, t + 2, tid) : kPastEnd;  // used after the tile
+
+    const unsigned kv_addr = SmemAddr(sm.kv[t % Cfg::kStages]);
+    // Tree part: the mask bits of this thread's four S elements, loaded before Q.K^T so their
+    // latency hides behind it (bit 2h + j).
+    unsigned tree_bits = ~0u;
+    if (tree) {
+      tree_bits = 0;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int rg = m0 + warp_row0 + h * 8 + s_row;
+          const bool ok = rg < rows_b && mask.Allowed(p, rg / kHeads, t * kTile + s_col + j, rq.draft);
+          tree_bits |= (ok ? 1u : 0u) << (2 * h + j);
+        }
+    }
+
+    // ---- Partial S = Q.K^T over this warp's 9 k-steps, all 32 KV columns.
+    float s[4][4];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
+    {
+      auto load_k = [&](int j, unsigned (&b0)[4], unsigned (&b1)[4]) {
+        LdMatrixX4(b0, kv_addr + k_lane + j * 128);
+        LdMatrixX4(b1, kv_addr + k_lane + 16 * kRowBytes + j * 128);
+      };
+      auto mma_k = [&](int j, const unsigned (&b0)[4], const unsigned (&b1)[4]) {
+        MmaBf16(s[0], qf[j], b0[0], b0[1]);
+        MmaBf16(s[1], qf[j], b0[2], b0[3]);
+        MmaBf16(s[2], qf[j], b1[0], b1[1]);
+        MmaBf16(s[3], qf[j], b1[2], b1[3]);
+      };
+      unsigned x0[4], x1[4], y0[4], y1[4];
+      load_k(0, x0, x1);
+#pragma unroll
+      for (int j = 0; j < kQSteps; j += 2) {
+        if (j + 1 < kQSteps) load_k(j + 1, y0, y1);
+        mma_k(j, x0, x1);
+        if (j + 2 < kQSteps) load_k(j + 2, x0, x1);
+        if (j + 1 < kQSteps) mma_k(j + 1, y0, y1);
+      }
+    }
+    // Partial S to shared memory (rows padded to 40 floats: the float2 accesses of a half-warp, four
+    // rows, fall in distinct banks).
+    {
+      float* mine = &sm.s_part[g][c][0][0];
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          *reinterpret_cast<float2*>(mine + (s_row + 8 * h) * Cfg::kSPad + 8 * nt + 2 * (lane & 3)) =
+              make_float2(s[nt][2 * h], s[nt][2 * h + 1]);
+    }
+    NamedBarrier(1 + g, 128);
+
+    // ---- The sum of the row group's four partials for columns 8c.., scale, mask, row maxima.
+    const long long* idx_t = sm.idx[t % kIdxRing];
+    float sv[2][2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float2 acc = make_float2(0.f, 0.f);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float2 v = *reinterpret_cast<const float2*>(&sm.s_part[g][q][s_row + 8 * h][s_col]);
+        acc.x += v.x;
+        acc.y += v.y;
+      }
+      sv[h][0] = acc.x;
+      sv[h][1] = acc.y;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = NegInf();
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const bool valid = idx_t[s_col + j] >= 0 && ((tree_bits >> (2 * h + j)) & 1u);
+        const float v = valid ? sv[h][j] * scale : NegInf();
+        sv[h][j] = v;
+        mx = fmaxf(mx, v);
+      }
+      mx = QuadMax(mx);
+      if ((lane & 3) == 0) sm.row_buf[c][warp_row0 + 8 * h + s_row] = mx;
+    }
+    NamedBarrier(1 + g, 128);
+
+    // ---- Online softmax update; P (bf16) to shared memory for the row group.
+    float alpha_r[2];
+    bool rescale = false;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp_row0 + 8 * h + s_row;
+      float tile_max = sm.row_buf[0][row];
+#pragma unroll
+      for (int q = 1; q < 4; ++q) tile_max = fmaxf(tile_max, sm.row_buf[q][row]);
+      float alpha;
+      const float m_use = LazyMaxUpdate(m_run[h], tile_max, alpha);
+      alpha_r[h] = alpha;
+      const float p0 = FastExp2(sv[h][0] - m_use), p1 = FastExp2(sv[h][1] - m_use);
+      l_run[h] = l_run[h] * alpha + (p0 + p1);
+      rescale |= alpha != 1.f;
+      unsigned char* dst = reinterpret_cast<unsigned char*>(sm.p) + SwizzledOffset<8>(row, s_col >> 3) + (s_col & 7) * 2;
+      *reinterpret_cast<unsigned*>(dst) = PackBf16x2(p0, p1);
+    }
+    if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+      for (int nt = 0; nt < kVNTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[nt][e] *= alpha_r[e >> 1];
+    }
+    NamedBarrier(1 + g, 128);
+
+    // ---- O += P.V over the warp's 128 V columns (V = the first 512 dims of the same tile).
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      unsigned a[4];
+      LdMatrixX4(a, p_lane + (((2 * kk + (lane >> 4)) ^ (lane & 7)) << 4));
+      auto load_v = [&](int np, unsigned (&bv)[4]) {
+        LdMatrixX4Trans(bv, kv_addr + v_lane + kk * 16 * kRowBytes + (np / 4) * 128 + swz_v.x[np % 4]);
+      };
+      auto mma_v = [&](int np, const unsigned (&bv)[4]) {
+        MmaBf16(o[2 * np], a, bv[0], bv[1]);
+        MmaBf16(o[2 * np + 1], a, bv[2], bv[3]);
+      };
+      constexpr int kPairs = kVNTiles / 2;  // 8
+      unsigned bv0[4], bv1[4];
+      load_v(0, bv0);
+#pragma unroll
+      for (int np = 0; np < kPairs; np += 2) {
+        load_v(np + 1, bv1);
+        mma_v(np, bv0);
+        if (np + 2 < kPairs) load_v(np + 2, bv0);
+        mma_v(np + 1, bv1);
+      }
+    }
+    if (stage_next) sm.idx[(t + 2) % kIdxRing][tid] = kv_rows.Validate(p, raw_next, t + 2, tid);
+  }
+
+  // ---- Row sums across the four warps of a row group, then the normalized partial state.
+  __syncthreads();
+  KJIT_STAMP(kTlLoopEnd);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l = QuadSum(l_run[h]);
+    if ((lane & 3) == 0) sm.row_buf[c][warp_row0 + 8 * h + s_row] = l;
+  }
+  __syncthreads();
+  const float v_scale = tree ? 1.f : p.v_scale;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = warp_row0 + 8 * h + s_row;
+    float l = 0.f;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) l += sm.row_buf[q][row];
+    if (m0 + row >= rows_b) continue;
+    const float inv = l > 0.f ? v_scale / l : 0.f;
+    unsigned short* dst = state.o + static_cast<long long>(m0 + row) * kVDim + c * Cfg::kVCols + (lane & 3) * 2;
+#pragma unroll
+    for (int nt = 0; nt < kVNTiles; ++nt)
+      *reinterpret_cast<unsigned*>(dst + nt * 8) = PackBf16x2(o[nt][h * 2] * inv, o[nt][h * 2 + 1] * inv);
+    if (c == 0 && (lane & 3) == 0) state.lse[m0 + row] = l > 0.f ? m_run[h] + __log2f(l) : NegInf();
+  }
+}
+
+}  // namespace mla
+}  // namespace kjit
