@@ -10,9 +10,10 @@
 //   graph xN  N launches captured in one graph (as the layers of SGLang's decode step are), the
 //           replay's time / N: the per-call cost with the graph's own launch latency spread out.
 // Sanity-checks small cases against the float64 reference first (not with --define or --timeline).
-// --tile forces the split kernel's tile (32x16: the 99 KB mma.sync tile of sm_80/sm_120; 32x32: the
-// 99 KB tile with Q in registers, bf16 caches only; 64x64: the mma.sync tile of sm_100) on any
-// device; arch (the default) is the device's own.
+// --tile forces the split kernel's tile (32x16: the 99 KB mma.sync tile of sm_80/sm_89, and sm_120's
+// with an fp8 cache; 32x32: sm_120's 99 KB tile with Q in registers, bf16 caches only; 64x64: the
+// mma.sync tile of sm_100) on any device; arch (the default) is the device's own, and under
+// --proxy sm_120 sm_120's (32x32 for bf16 rows, 32x16 for fp8 rows).
 // --timeline compiles the kernels with per-CTA timestamps (kernel_sources/mla_verify/timeline.cuh) and
 // adds a timeline table per row. --proxy sm_120 runs the sm_120 code path planned for the RTX PRO
 // 6000 (proxy.cc) and projects each row onto it. --kv lists the caches each shape runs with (default
@@ -57,6 +58,15 @@ struct Options {
   bool proxy = false;  // --proxy sm_120
   bool compile_only = false;
   std::vector<std::string> kv = {"bf16", "fp8"};  // --kv
+  // The tile a row with this cache runs: --tile, or under --proxy sm_120 without it sm_120's own
+  // (the 32x32 tile for bf16 caches, the 32x16 one for fp8), forced onto this device.
+  int TileFor(kernels::KvDtype cache) const {
+    return proxy && tile == 0 ? mla::ResolvedTile(mla::kTileArch, 12, cache == kernels::KvDtype::kFp8E4m3) : tile;
+  }
+  std::vector<int> Tiles() const {
+    const int a = TileFor(kernels::KvDtype::kBf16), b = TileFor(kernels::KvDtype::kFp8E4m3);
+    return a == b ? std::vector<int>{a} : std::vector<int>{a, b};
+  }
 };
 
 std::vector<kernels::Specialization> Specs(const std::vector<std::string>& defines, int tile) {
@@ -152,7 +162,7 @@ Status RunShape(const Bench& bench, const Shape& s, std::string* md, std::string
     const kernels::MlaVerifyProblem p = in.problem();
     const driver::DeviceInfo& plan_dev = bench.proxy ? bench.proxy->plan_device : bench.dev;
     KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan,
-                          kernels::PlanMlaVerify(p, plan_dev, {.tile = opt.tile, .num_splits = splits}));
+                          kernels::PlanMlaVerify(p, plan_dev, {.tile = opt.TileFor(s.kv), .num_splits = splits}));
     ProxyResidency residency;
     if (bench.proxy) {
       KJIT_ASSIGN_OR_RETURN(residency, bench.proxy->MatchResidency(bench.table, &plan));
@@ -191,11 +201,11 @@ Status RunShape(const Bench& bench, const Shape& s, std::string* md, std::string
 
 Status Run(Options opt) {
   if (opt.timeline) opt.defines.push_back("KJIT_TIMELINE=1");
-  if (opt.proxy && opt.tile == 0) opt.tile = mla::kTile32x16;  // sm_120's own tile
   std::string compile_report =
       "| spec | arch | kernel | regs | spill bytes | stack | compile ms |\n|---|---|---|---|---|---|---|\n";
   if (opt.compile_only) {
-    KJIT_RETURN_IF_ERROR(Compile({"sm_90", "sm_120"}, opt.defines, opt.tile, &compile_report).status());
+    for (int tile : opt.Tiles())
+      KJIT_RETURN_IF_ERROR(Compile({"sm_90", "sm_120"}, opt.defines, tile, &compile_report).status());
     std::printf("%s", compile_report.c_str());
     return absl::OkStatus();
   }
@@ -205,11 +215,20 @@ Status Run(Options opt) {
   KJIT_ASSIGN_OR_RETURN(driver::Context ctx, driver::Context::RetainPrimary(dev.ordinal));
   KJIT_RETURN_IF_ERROR(ctx.MakeCurrent());
   KJIT_ASSIGN_OR_RETURN(driver::Stream stream, driver::Stream::Create());
-  KJIT_ASSIGN_OR_RETURN(auto compiled, Compile({dev.arch}, opt.defines, opt.tile, &compile_report));
+  std::vector<kernels::CompiledKernel> compiled;
+  for (int tile : opt.Tiles()) {
+    KJIT_ASSIGN_OR_RETURN(auto one, Compile({dev.arch}, opt.defines, tile, &compile_report));
+    for (auto& k : one) {
+      // The mma.sync peak kernel comes with every tile's set: load it once.
+      const bool seen = std::any_of(compiled.begin(), compiled.end(),
+                                    [&](const kernels::CompiledKernel& c) { return c.spec.name == k.spec.name; });
+      if (!seen) compiled.push_back(std::move(k));
+    }
+  }
   KJIT_ASSIGN_OR_RETURN(auto table, kernels::LoadedKernels::Load(compiled, dev));
 
   if (opt.defines.empty()) {
-    KJIT_RETURN_IF_ERROR(CheckAgainstReference(*table, dev, stream.get(), opt.tile));
+    for (int tile : opt.Tiles()) KJIT_RETURN_IF_ERROR(CheckAgainstReference(*table, dev, stream.get(), tile));
   } else {
     std::printf("kernels compiled with extra defines: no reference check, times only\n");
   }
@@ -219,14 +238,22 @@ Status Run(Options opt) {
     KJIT_ASSIGN_OR_RETURN(bench.proxy, Proxy::Create(dev, RtxPro6000()));
   }
 
-  const kernels::MlaVerifyTile tile = kernels::MlaVerifyTileFor(dev.cc_major, opt.tile);
+  const int bf16_tile = opt.TileFor(kernels::KvDtype::kBf16), fp8_tile = opt.TileFor(kernels::KvDtype::kFp8E4m3);
+  const kernels::MlaVerifyTile tile = kernels::MlaVerifyTileFor(dev.cc_major, bf16_tile);
   KJIT_ASSIGN_OR_RETURN(const double hz, MeasureSmClockHz(*table, dev, stream.get()));
+  std::string fp8_note;
+  if (fp8_tile != bf16_tile) {
+    const kernels::MlaVerifyTile f = kernels::MlaVerifyTileFor(dev.cc_major, fp8_tile, kernels::KvDtype::kFp8E4m3);
+    fp8_note = absl::StrFormat("; fp8 caches: %d rows x %d KV rows, %d threads, %d B shared memory (forced)", f.rows,
+                               f.kv_tile, f.threads, f.smem_bytes);
+  }
   std::string md = absl::StrFormat(
       "Device: %s (%s, %d SMs, SM clock %.0f MHz at the start). Ceilings measured in this run: copy %.2f TB/s "
       "(read+write), mma.sync bf16 %.0f TFLOP/s. Split tile: %d rows x %d KV rows, %d threads, %d B shared "
-      "memory%s. graph xN: %d calls per graph.\n\n",
+      "memory%s%s. graph xN: %d calls per graph.\n\n",
       dev.name, dev.arch, dev.sm_count, hz / 1e6, bench.ceil.copy_bytes_per_s / 1e12, bench.ceil.mma_flops_per_s / 1e12,
-      tile.rows, tile.kv_tile, tile.threads, tile.smem_bytes, opt.tile > 0 ? " (forced)" : "", opt.graph_calls);
+      tile.rows, tile.kv_tile, tile.threads, tile.smem_bytes, bf16_tile > 0 ? " (forced)" : "", fp8_note,
+      opt.graph_calls);
   if (bench.proxy) md += bench.proxy->Preamble();
   md += "| shape | B | H | D | P | splits | MB | GFLOP | floor us | eager us | graph us | graph xN us/call | graph/floor |";
   md += bench.proxy ? Proxy::HeaderColumns() : "";
@@ -239,7 +266,7 @@ Status Run(Options opt) {
     for (const std::string& kv : opt.kv) {
       Shape s = base;
       if (kv != "bf16") {
-        if (kernels::MlaVerifyTileFor(dev.cc_major, opt.tile, kernels::KvDtype::kFp8E4m3).smem_bytes == 0)
+        if (kernels::MlaVerifyTileFor(dev.cc_major, fp8_tile, kernels::KvDtype::kFp8E4m3).smem_bytes == 0)
           continue;  // a bf16-only tile (the plan would refuse the row)
         s.kv = kernels::KvDtype::kFp8E4m3;
         s.numerics = kv == "fp8" ? kernels::Fp8Numerics::kDequant : kernels::Fp8Numerics::kFp8;

@@ -88,7 +88,7 @@ std::string Proxy::HeaderRule() { return "---|---|---|---|---|---|---|---|---|--
 
 std::string Proxy::Preamble() const {
   return absl::StrFormat(
-      "sm_120 proxy: the split tile above (mma.sync only, the code an sm_120 build runs) planned for %s (%d SMs, %.1f GHz, %.0f GB/s, %.0f bf16 FLOP per SM clock, "
+      "sm_120 proxy: the split tile(s) above (mma.sync only, the code an sm_120 build runs) planned for %s (%d SMs, %.1f GHz, %.0f GB/s, %.0f bf16 FLOP per SM clock, "
       "%d KB shared memory per SM), run here with each kernel's shared memory request padded so that this GPU "
       "keeps the target's CTAs per SM. **Projected times are a model** (bench/kernel_bench/proxy_model.h): the "
       "per-SM-clock throughput measured here (graph replay, SM clock probed right after the row) on the target's "

@@ -26,12 +26,11 @@ constexpr int kArchMajor = __CUDA_ARCH__ / 100;
 constexpr int kArchMajor = 0;
 #endif
 
+// The mma.sync tile of a TileId, resolved for the compiled arch and the cache type.
+template <int kTile, int kKv>
+constexpr int kSplitTile = ResolvedTile(kTile, kArchMajor, kKv == 1);
 template <int kTile>
-struct SplitTile {  // kTileArch off sm_90a
-  using type = TileFor<UsesLargeTile(kArchMajor)>::type;
-};
-template <>
-struct SplitTile<kTile32x16> {
+struct SplitTile {
   using type = Tile32x16;
 };
 template <>
@@ -41,15 +40,15 @@ struct SplitTile<kTile64x64> {
 
 template <int kTile>
 constexpr bool kSplitUsesWgmma = kTile == kTileArch && UsesWgmmaTile(kArchMajor);
-template <int kTile>
-constexpr int kSplitThreads = kSplitUsesWgmma<kTile>      ? TileWgmma64x64::kThreads
-                              : kTile == kTileQReg32x32 ? TileQReg32x32::kThreads
-                                                        : SplitTile<kTile>::type::kThreads;
+template <int kTile, int kKv>
+constexpr int kSplitThreads = kSplitUsesWgmma<kTile>                    ? TileWgmma64x64::kThreads
+                              : kSplitTile<kTile, kKv> == kTileQReg32x32 ? TileQReg32x32::kThreads
+                                                                         : SplitTile<kSplitTile<kTile, kKv>>::type::kThreads;
 
 // kMask: 0 = bool bytes, 1 = packed bits (runtime/kernels MaskKind values). kTile: a TileId; the
 // default is the compiled arch's tile. kKv: 0 = bf16 cache, 1 = fp8 e4m3 (runtime/kernels KvDtype).
 template <int kHeads, int kMask, int kTile = kTileArch, int kKv = 0>
-__global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
+__global__ void __launch_bounds__(kSplitThreads<kTile, kKv>, 1)
     MlaVerifySplit(const __grid_constant__ MlaVerifyParams p) {
   static_assert(kHeads == 8 || kHeads == 16 || kHeads == 32 || kHeads == 64 || kHeads == 128,
                 "heads per rank");
@@ -58,18 +57,19 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
   if (threadIdx.x == 0) CtaErrors() = 0;
   __syncthreads();
   if (p.v_extend != nullptr && SplitOfCta() == 0 && blockIdx.x == 0) CheckVExtend(p, LoadRequest(p, blockIdx.y));
+  if constexpr (kSplitUsesWgmma<kTile>) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (kSplitUsesWgmma<kTile>) WgmmaSplitKernelBody<kHeads, kMask == 1, kKv == 1>(p);
+    WgmmaSplitKernelBody<kHeads, kMask == 1, kKv == 1>(p);
 #endif
-  if constexpr (kTile == kTileQReg32x32) {
+  } else if constexpr (kSplitTile<kTile, kKv> == kTileQReg32x32) {
     if constexpr (kKv == 1) {
       // No fp8 variant of this tile; the plan refuses it, so this never runs.
       if (threadIdx.x == 0) RaiseError(kErrBadIndptr);
     } else {
       QRegSplitKernelBody<kHeads, kMask == 1>(p);
     }
-  } else if constexpr (!kSplitUsesWgmma<kTile>) {
-    using Cfg = typename SplitTile<kTile>::type;
+  } else {
+    using Cfg = typename SplitTile<kSplitTile<kTile, kKv>>::type;
     if constexpr (kKv == 1 && !kHasFp8Variant<Cfg>) {
       // No fp8 variant of this tile (traits.h); the plan refuses it, so this never runs.
       if (threadIdx.x == 0) RaiseError(kErrBadIndptr);

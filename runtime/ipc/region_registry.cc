@@ -10,15 +10,18 @@ Status CheckSession(const std::string& session, const RegionRegistry::SessionOpe
   return absl::NotFoundError(absl::StrCat("session '", ClientText(session), "' has ended"));
 }
 
-// Whether a request of `viewer` ("" outside a session) sees an entry registered under `owner`.
-bool Sees(const std::string& viewer, const std::string& owner) { return owner.empty() || owner == viewer; }
-
-std::string Unseen(const char* what, const std::string& name, const std::string& owner) {
+// Unseen entries read as unregistered (another user's as if they did not exist); a session's entry
+// is pointed at the request's session.
+std::string Unseen(const char* what, const std::string& name, const std::string& session) {
   return absl::StrCat(what, " '", ClientText(name), "' is not registered",
-                      owner.empty() ? "" : " in this request's session (kjit-session)");
+                      session.empty() ? "" : " in this request's session (kjit-session)");
 }
 
 }  // namespace
+
+bool RegionRegistry::Sees(const Scope& viewer, const std::string& session, const std::string& owner) {
+  return session.empty() ? owner == viewer.owner : session == viewer.session;
+}
 
 void RegionRegistry::SetMaxEntries(size_t max_entries) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -56,6 +59,7 @@ Status RegionRegistry::CheckSystemRoom(uint64_t bytes) const {
 
 void RegionRegistry::ForgetLocked(const Region& region) {
   if (region.system) system_bytes_ -= region.system->size();
+  removals_.fetch_add(1, std::memory_order_release);
 }
 
 Status RegionRegistry::AddRegion(std::shared_ptr<const Region> region, const SessionOpen& session_open) {
@@ -79,12 +83,13 @@ bool RegionRegistry::HasRegion(const std::string& name) const {
   return regions_.count(name) != 0;
 }
 
-void RegionRegistry::RemoveRegion(RegionKind kind, const std::string& name, const std::string& session) {
+void RegionRegistry::RemoveRegion(RegionKind kind, const std::string& name, const Scope& session) {
   std::vector<std::shared_ptr<const Region>> dropped;  // released outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = regions_.begin(); it != regions_.end();) {
-      if (it->second->kind() == kind && (name.empty() || it->first == name) && Sees(session, it->second->session)) {
+      if (it->second->kind() == kind && (name.empty() || it->first == name) &&
+          Sees(session, it->second->session, it->second->owner)) {
         ForgetLocked(*it->second);
         dropped.push_back(std::move(it->second));
         it = regions_.erase(it);
@@ -96,10 +101,10 @@ void RegionRegistry::RemoveRegion(RegionKind kind, const std::string& name, cons
 }
 
 StatusOr<std::shared_ptr<const Region>> RegionRegistry::FindRegion(const std::string& name,
-                                                                   const std::string& session) const {
+                                                                   const Scope& session) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = regions_.find(name);
-  if (it == regions_.end() || !Sees(session, it->second->session)) {
+  if (it == regions_.end() || !Sees(session, it->second->session, it->second->owner)) {
     return absl::NotFoundError(
         Unseen("shared memory region", name, it == regions_.end() ? "" : it->second->session));
   }
@@ -107,11 +112,11 @@ StatusOr<std::shared_ptr<const Region>> RegionRegistry::FindRegion(const std::st
 }
 
 StatusOr<std::vector<std::shared_ptr<const Region>>> RegionRegistry::ListRegions(
-    RegionKind kind, const std::string& name, const std::string& session) const {
+    RegionKind kind, const std::string& name, const Scope& session) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<const Region>> out;
   for (const auto& [n, r] : regions_) {
-    if (r->kind() == kind && (name.empty() || n == name) && Sees(session, r->session)) out.push_back(r);
+    if (r->kind() == kind && (name.empty() || n == name) && Sees(session, r->session, r->owner)) out.push_back(r);
   }
   if (!name.empty() && out.empty()) {
     return absl::NotFoundError(absl::StrCat(kind == RegionKind::kCuda ? "CUDA" : "system",
@@ -136,20 +141,20 @@ bool RegionRegistry::HasEvent(const std::string& name) const {
   return events_.count(name) != 0;
 }
 
-void RegionRegistry::RemoveEvent(const std::string& name, const std::string& session) {
+void RegionRegistry::RemoveEvent(const std::string& name, const Scope& session) {
   std::shared_ptr<const NamedEvent> dropped;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = events_.find(name);
-  if (it == events_.end() || !Sees(session, it->second->session)) return;
+  if (it == events_.end() || !Sees(session, it->second->session, it->second->owner)) return;
   dropped = std::move(it->second);
   events_.erase(it);
 }
 
 StatusOr<std::shared_ptr<const NamedEvent>> RegionRegistry::FindEvent(const std::string& name,
-                                                                      const std::string& session) const {
+                                                                      const Scope& session) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = events_.find(name);
-  if (it == events_.end() || !Sees(session, it->second->session)) {
+  if (it == events_.end() || !Sees(session, it->second->session, it->second->owner)) {
     return absl::NotFoundError(Unseen("event", name, it == events_.end() ? "" : it->second->session));
   }
   return it->second;
@@ -196,6 +201,7 @@ void RegionRegistry::Clear() {
   regions.swap(regions_);
   events.swap(events_);
   system_bytes_ = 0;
+  removals_.fetch_add(1, std::memory_order_release);
 }
 
 }  // namespace kjit::ipc

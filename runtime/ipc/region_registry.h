@@ -3,6 +3,7 @@
 // regions for its whole duration, so an unregister during a launch takes effect after it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -13,6 +14,7 @@
 
 #include "runtime/common/status.h"
 #include "runtime/ipc/cuda_ipc.h"
+#include "runtime/ipc/scope.h"
 #include "runtime/ipc/system_shm_region.h"
 
 namespace kjit::ipc {
@@ -22,6 +24,7 @@ enum class RegionKind { kSystem, kCuda };
 struct Region {
   std::string name;
   std::string session;  // "" when registered outside a session
+  std::string owner;    // the registrant's identity (Scope::owner)
   std::unique_ptr<SystemShmRegion> system;  // exactly one of system / cuda is set
   std::unique_ptr<CudaIpcRegion> cuda;
 
@@ -32,12 +35,16 @@ struct Region {
 struct NamedEvent {
   std::string name;
   std::string session;
+  std::string owner;
   std::unique_ptr<CudaIpcEvent> event;
 };
 
 // Visibility: an entry registered under a session is seen only by requests of that session (so a
 // client cannot launch on, list, or unregister another session's memory by guessing its name); an
-// entry registered outside any session is seen by every request. Names stay one name space.
+// entry registered outside any session is seen by requests of its registrant's identity (the same
+// Unix user, or any TCP client: kjitd cannot tell TCP clients apart), in a session or not, so one
+// user's regions and events are not another's to use, list or unregister. Names stay one name
+// space.
 class RegionRegistry {
  public:
   // At most `max_entries` regions and events together (each region is one mapping of the daemon's
@@ -68,19 +75,21 @@ class RegionRegistry {
   bool HasRegion(const std::string& name) const;
   // Removes the named region of that kind that `session` sees; an empty name removes every region
   // of the kind it sees; an unknown or unseen name (or one of the other kind) is not an error.
-  void RemoveRegion(RegionKind kind, const std::string& name, const std::string& session);
+  void RemoveRegion(RegionKind kind, const std::string& name, const Scope& session);
   // NOT_FOUND for a name `session` does not see.
-  StatusOr<std::shared_ptr<const Region>> FindRegion(const std::string& name, const std::string& session) const;
+  StatusOr<std::shared_ptr<const Region>> FindRegion(const std::string& name, const Scope& session) const;
   // Regions of one kind that `session` sees, by name; with a name, that region only (NOT_FOUND
   // when unseen).
   StatusOr<std::vector<std::shared_ptr<const Region>>> ListRegions(RegionKind kind, const std::string& name,
-                                                                   const std::string& session) const;
+                                                                   const Scope& session) const;
+  // Whether requests of `viewer` see an entry registered under `session` by `owner`.
+  static bool Sees(const Scope& viewer, const std::string& session, const std::string& owner);
 
   // ALREADY_EXISTS when taken; NOT_FOUND and RESOURCE_EXHAUSTED as AddRegion.
   Status AddEvent(std::shared_ptr<const NamedEvent> event, const SessionOpen& session_open = {});
   bool HasEvent(const std::string& name) const;
-  void RemoveEvent(const std::string& name, const std::string& session);  // unknown or unseen: no error
-  StatusOr<std::shared_ptr<const NamedEvent>> FindEvent(const std::string& name, const std::string& session) const;
+  void RemoveEvent(const std::string& name, const Scope& session);  // unknown or unseen: no error
+  StatusOr<std::shared_ptr<const NamedEvent>> FindEvent(const std::string& name, const Scope& session) const;
 
   // Drops everything registered under the session; returns how many regions and events it held.
   size_t ReleaseSession(const std::string& session);
@@ -93,6 +102,9 @@ class RegionRegistry {
   };
   Counts Count() const;
   size_t max_entries() const { return max_entries_; }
+  // Changes whenever a region leaves the registry (unregistered, released with its session, or
+  // cleared): a holder of a region that polls (a launch ring) looks it up again only then.
+  uint64_t RemovalCount() const { return removals_.load(std::memory_order_acquire); }
 
  private:
   Status CheckRoomLocked() const;
@@ -102,6 +114,7 @@ class RegionRegistry {
   uint64_t max_system_bytes_ = kDefaultMaxSystemBytes;
   uint64_t system_bytes_ = 0;  // of the system regions in regions_
   mutable std::mutex mu_;
+  std::atomic<uint64_t> removals_{0};
   std::map<std::string, std::shared_ptr<const Region>> regions_;
   std::map<std::string, std::shared_ptr<const NamedEvent>> events_;
 };

@@ -44,6 +44,7 @@ Status RegisterSystemRegion(RegionRegistry* registry, const std::string& name, c
   auto region = std::make_shared<Region>();
   region->name = name;
   region->session = who.session;
+  region->owner = who.owner;
   region->system = *std::move(shm);
   return registry->AddRegion(std::move(region), who.session_open);
 }
@@ -62,6 +63,7 @@ Status RegisterCudaRegion(RegionRegistry* registry, const std::string& name, con
   auto region = std::make_shared<Region>();
   region->name = name;
   region->session = who.session;
+  region->owner = who.owner;
   region->cuda = *std::move(cuda);
   // A concurrent register of the same name loses here; its handle closes with `region`.
   return registry->AddRegion(std::move(region), who.session_open);
@@ -80,6 +82,7 @@ Status RegisterEvent(RegionRegistry* registry, const std::string& name, const st
   auto named = std::make_shared<NamedEvent>();
   named->name = name;
   named->session = who.session;
+  named->owner = who.owner;
   named->event = *std::move(ev);
   return registry->AddEvent(std::move(named), who.session_open);
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/ipc/scope.h"
 #include "runtime/kernels/family.h"
 
 namespace kjit::launch {
@@ -28,7 +29,7 @@ struct TensorArg {
 struct LaunchRequest {
   std::string model;  // the family's name
   std::string id;     // the client's request id, quoted in reports
-  std::string session;  // the caller's session ("" outside one): regions of other sessions are unseen
+  ipc::Scope session;  // who calls (ipc::RegionRegistry's visibility: other sessions' and users' regions are unseen)
   std::vector<TensorArg> inputs, outputs;
   std::vector<kernels::Param> params;  // the family's and the launch layer's (launcher.h)
 };

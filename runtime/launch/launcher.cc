@@ -204,6 +204,11 @@ Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, LaunchResult* result) {
                                                         ClientText(ev->name), "')"));
     }
   }
+  // Declared after the lock: an oversized workspace or staging buffer goes before it is released.
+  struct TrimStaging {
+    DeviceStaging* staging;
+    ~TrimStaging() { staging->Trim(); }
+  } trim{&dev->staging()};
   Staged st;
   // An asynchronous launch's error word is a word of its own, read when it is reaped.
   struct ReleaseWord {

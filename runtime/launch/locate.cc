@@ -19,7 +19,7 @@ Status SameDevice(const std::string& what, int on, int launch_device) {
       absl::StrCat(what, " is on GPU ", on, ", the launch runs on GPU ", launch_device, " (kjit_device)"));
 }
 
-StatusOr<Located> LocateOne(const ipc::RegionRegistry& regions, const TensorArg& t, const std::string& session) {
+StatusOr<Located> LocateOne(const ipc::RegionRegistry& regions, const TensorArg& t, const ipc::Scope& session) {
   Located l;
   l.bytes = t.desc.byte_size;
   if (t.kind == TensorArg::Kind::kHost) {

@@ -22,6 +22,12 @@ StatusOr<CUdeviceptr> DeviceStaging::Grow(std::optional<driver::DeviceBuffer>* b
   return (*buf)->get();
 }
 
+void DeviceStaging::Trim() {
+  for (std::optional<driver::DeviceBuffer>* buf : {&workspace_, &staging_}) {
+    if (*buf && (*buf)->size() > kKeepBytes && (*buf)->stream_ordered()) buf->reset();
+  }
+}
+
 StatusOr<uint8_t*> DeviceStaging::GrowPinned(std::optional<driver::PinnedHostBuffer>* buf, size_t bytes,
                                              unsigned register_flags) {
   if (*buf && (*buf)->size() >= bytes) return (*buf)->data();

@@ -24,6 +24,12 @@ class DeviceStaging {
   // never waits for asynchronous launches still queued behind a client's event.
   StatusOr<CUdeviceptr> Workspace(size_t bytes) { return Grow(&workspace_, bytes); }
   StatusOr<CUdeviceptr> Staging(size_t bytes) { return Grow(&staging_, bytes); }
+  // After a launch: frees a workspace or device staging buffer of more than kKeepBytes (in stream
+  // order, after the work queued before it), so that one very large request does not hold GPU
+  // memory that the inference process next to kjitd needs. Buffers from a device without memory
+  // pools are kept (freeing them would wait for the stream, which may wait for a client's event).
+  static constexpr size_t kKeepBytes = size_t{512} << 20;
+  void Trim();
 
   // Page-locked host staging of at least `bytes` (grown, never shrunk; contents not kept): the host
   // side of truly asynchronous copies. Every copy queued from or into it must have finished (its

@@ -28,7 +28,7 @@ class InferenceService final : public InferenceServiceBase {
   grpc::Status CheckToken(const grpc::ServerContext& ctx) const;
   // ModelInfer's work, statistics included, for every transport (gRPC, launch rings), in the
   // caller's session ("" outside one: the session's regions are visible only to it).
-  Status Infer(const inference::ModelInferRequest& req, const std::string& session,
+  Status Infer(const inference::ModelInferRequest& req, const ipc::Scope& session,
                inference::ModelInferResponse* resp, Transport via = Transport::kGrpc);
 
   grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,

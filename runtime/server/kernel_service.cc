@@ -194,9 +194,10 @@ grpc::Status KernelService::CacheList(grpc::ServerContext* ctx, const v1::CacheL
 grpc::Status KernelService::RegisterEvent(grpc::ServerContext* ctx, const v1::RegisterEventRequest* req,
                                           v1::RegisterEventResponse*) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
-  auto session = d_->sessions.SessionOf(*ctx);
+  auto session = d_->sessions.ScopeOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
-  const ipc::Registrant who{*session, [this](const std::string& s) { return d_->sessions.IsOpen(s); }, {}};
+  const ipc::Registrant who{session->session, session->owner,
+                           [this](const std::string& s) { return d_->sessions.IsOpen(s); }, {}};
   return ToGrpc(ipc::RegisterEvent(&d_->regions, req->name(), req->raw_handle(), req->device_id(),
                                    DeviceResolverOf(d_, *ctx, "event", req->name()), who));
 }
@@ -204,7 +205,7 @@ grpc::Status KernelService::RegisterEvent(grpc::ServerContext* ctx, const v1::Re
 grpc::Status KernelService::UnregisterEvent(grpc::ServerContext* ctx, const v1::UnregisterEventRequest* req,
                                             v1::UnregisterEventResponse*) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
-  auto session = d_->sessions.SessionOf(*ctx);
+  auto session = d_->sessions.ScopeOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   d_->regions.RemoveEvent(req->name(), *session);
   return grpc::Status::OK;
@@ -213,7 +214,7 @@ grpc::Status KernelService::UnregisterEvent(grpc::ServerContext* ctx, const v1::
 grpc::Status KernelService::OpenRing(grpc::ServerContext* ctx, const v1::OpenRingRequest* req,
                                      v1::OpenRingResponse* resp) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
-  auto session = d_->sessions.SessionOf(*ctx);
+  auto session = d_->sessions.ScopeOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   auto capacity = d_->rings.Open(req->region(), *session);
   if (!capacity.ok()) return ToGrpc(capacity.status());
@@ -224,7 +225,7 @@ grpc::Status KernelService::OpenRing(grpc::ServerContext* ctx, const v1::OpenRin
 grpc::Status KernelService::CloseRing(grpc::ServerContext* ctx, const v1::CloseRingRequest* req,
                                       v1::CloseRingResponse*) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
-  auto session = d_->sessions.SessionOf(*ctx);
+  auto session = d_->sessions.ScopeOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   d_->rings.Close(req->region(), *session);
   return grpc::Status::OK;

@@ -17,7 +17,7 @@
 
 namespace kjit::server {
 
-Status InferenceService::Infer(const inference::ModelInferRequest& req, const std::string& session,
+Status InferenceService::Infer(const inference::ModelInferRequest& req, const ipc::Scope& session,
                                inference::ModelInferResponse* resp, Transport via) {
   if (IsFaultInjection(*d_, req)) return InjectFault(d_, req);  // test only (fault_inject.h)
   const auto t0 = std::chrono::steady_clock::now();
@@ -41,7 +41,7 @@ Status InferenceService::Infer(const inference::ModelInferRequest& req, const st
 
 grpc::Status InferenceService::InferBytes(const grpc::ServerContext& ctx, const grpc::ByteBuffer& req,
                                           grpc::ByteBuffer* resp) {
-  auto session = d_->sessions.SessionOf(ctx);
+  auto session = d_->sessions.ScopeOf(ctx);
   if (!session.ok()) return ToGrpc(session.status());
   thread_local RequestCache cache;  // this completion-queue thread's
   std::vector<grpc::Slice> slices;

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 #ifndef SO_PEERGROUPS
 #define SO_PEERGROUPS 59  // Linux 4.13
@@ -31,6 +32,22 @@ std::optional<ipc::PeerCredentials> SocketPeerCredentials(int fd) {
     groups.resize(bytes / sizeof(gid_t));
   }
   return out;
+}
+
+std::string PeerIdentity(const grpc::ServerContext& ctx) {
+  const std::string a = ctx.peer();
+  if (absl::StartsWith(a, "fd:")) {
+    int fd = -1;
+    const auto [end, ec] = std::from_chars(a.data() + 3, a.data() + a.size(), fd);
+    struct ucred cred {};
+    socklen_t len = sizeof(cred);
+    if (ec == std::errc() && end == a.data() + a.size() &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof(cred))
+      return absl::StrCat("uid:", cred.uid);
+    return "unix:unknown";  // never equal to a user's identity
+  }
+  if (absl::StartsWith(a, "ipv4:") || absl::StartsWith(a, "ipv6:")) return "tcp";
+  return "";
 }
 
 Peer PeerOf(const grpc::ServerContext& ctx) {

@@ -21,6 +21,11 @@ struct Peer {
 
 Peer PeerOf(const grpc::ServerContext& ctx);
 
+// The identity that owns what a call registers outside a session (ipc::Scope::owner): "uid:N" on
+// the Unix socket, "tcp" over TCP (kjitd cannot tell TCP clients apart; the token, when set, admits
+// them all alike), "" otherwise. One getsockopt per call on the Unix socket.
+std::string PeerIdentity(const grpc::ServerContext& ctx);
+
 // The credentials of a connected Unix socket, or nullopt when the kernel does not give them.
 std::optional<ipc::PeerCredentials> SocketPeerCredentials(int fd);
 

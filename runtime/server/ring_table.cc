@@ -19,9 +19,14 @@ namespace kjit::server {
 // the object) and bounded by the capacity read at Open; the request is copied out before parsing.
 class RingPoller {
  public:
-  RingPoller(std::shared_ptr<const ipc::Region> region, uint32_t capacity, const ipc::RegionRegistry* regions,
-             const InferHandler* handler, std::chrono::microseconds spin)
-      : region_(std::move(region)), capacity_(capacity), regions_(regions), handler_(handler), spin_(spin) {
+  RingPoller(std::shared_ptr<const ipc::Region> region, uint32_t capacity, uint64_t max_message,
+             const ipc::RegionRegistry* regions, const InferHandler* handler, std::chrono::microseconds spin)
+      : region_(std::move(region)),
+        capacity_(capacity),
+        max_message_(max_message),
+        regions_(regions),
+        handler_(handler),
+        spin_(spin) {
     thread_ = std::thread([this] { Run(); });
   }
   ~RingPoller() {
@@ -50,6 +55,11 @@ class RingPoller {
     if (n > capacity_) {
       call = absl::InvalidArgumentError(
           absl::StrCat("ring request of ", n, " bytes exceeds the ring's capacity of ", capacity_));
+    } else if (n > max_message_) {
+      // The same bound as a gRPC message: a ring's request is copied into kjitd's memory.
+      call = absl::ResourceExhaustedError(absl::StrCat("ring request of ", n, " bytes exceeds kjitd's limit of ",
+                                                       max_message_,
+                                                       " (--max-request-bytes); put tensors in shared memory regions"));
     } else {
       // As on the gRPC path (grpc_queues.cc), no exception leaves this thread: it would end the
       // process. Out of memory is the client's RESOURCE_EXHAUSTED, anything else INTERNAL.
@@ -62,10 +72,15 @@ class RingPoller {
           call = absl::InvalidArgumentError("the ring's request is not a serialized inference.ModelInferRequest");
         } else {
           inference::ModelInferResponse* resp = cache_.response();
-          call = (*handler_)(*req, region_->session, resp);
+          call = (*handler_)(*req, scope_, resp);
           if (call.ok()) {
             resp->SerializeToString(&out);
-            if (out.size() > capacity_) {
+            if (out.size() > max_message_) {
+              call = absl::ResourceExhaustedError(
+                  absl::StrCat("the response of ", out.size(), " bytes exceeds kjitd's limit of ", max_message_,
+                               " (--max-request-bytes); use outputs in regions"));
+              out.clear();
+            } else if (out.size() > capacity_) {
               call = absl::ResourceExhaustedError(absl::StrCat("the response of ", out.size(),
                                                                " bytes exceeds the ring's capacity of ", capacity_,
                                                                "; use a larger ring or outputs in regions"));
@@ -100,6 +115,11 @@ class RingPoller {
     return absl::OkStatus();
   }
 
+  bool StillRegistered() const {
+    auto current = regions_->FindRegion(region_->name, scope_);
+    return current.ok() && current->get() == region_.get();
+  }
+
   void Run() {
     ipc::RingHeader* h = header();
     Status s = absl::OkStatus();
@@ -107,6 +127,8 @@ class RingPoller {
     if (!last.ok()) s = last.status();
     uint32_t done = last.ok() ? *last : 0;
     auto idle_since = std::chrono::steady_clock::now();
+    seen_removals_ = regions_->RemovalCount();
+    if (!StillRegistered()) s = absl::NotFoundError("its region was unregistered before the ring started");
     while (s.ok() && !stop_) {
       auto seq = ipc::GuardedLoad32(&h->request_seq, "the launch ring");
       if (!seq.ok()) {
@@ -114,6 +136,12 @@ class RingPoller {
         break;
       }
       if (*seq != done) {
+        // A busy ring never goes idle: before each request, make sure its region is still
+        // registered when any region has left since the last look (one atomic load otherwise).
+        if (const uint64_t removals = regions_->RemovalCount(); removals != seen_removals_) {
+          seen_removals_ = removals;
+          if (!StillRegistered()) break;
+        }
         s = Serve(*seq);
         done = *seq;
         idle_since = std::chrono::steady_clock::now();
@@ -124,8 +152,8 @@ class RingPoller {
         continue;
       }
       // Idle: make sure the region is still registered, then sleep until the client writes.
-      auto current = regions_->FindRegion(region_->name, region_->session);
-      if (!current.ok() || current->get() != region_.get()) break;
+      seen_removals_ = regions_->RemovalCount();
+      if (!StillRegistered()) break;
       if (s = Put(&h->daemon_sleeping, 1); !s.ok()) break;
       auto again = ipc::GuardedLoad32(&h->request_seq, "the launch ring");
       if (again.ok() && *again == done) ipc::FutexWait(&h->request_seq, done, std::chrono::milliseconds(50));
@@ -136,10 +164,13 @@ class RingPoller {
   }
 
   std::shared_ptr<const ipc::Region> region_;
+  const ipc::Scope scope_{region_->session, region_->owner};  // its registrant's: the ring's requests run as it
   uint32_t capacity_;
+  uint64_t max_message_;
   const ipc::RegionRegistry* regions_;
   const InferHandler* handler_;
   std::chrono::microseconds spin_;
+  uint64_t seen_removals_ = 0;  // the registry's RemovalCount when the region was last looked up
   // Serve's messages and buffers, kept across requests (this thread alone uses them).
   RequestCache cache_;
   std::atomic<bool> stop_{false};
@@ -151,7 +182,7 @@ RingTable::RingTable(const ipc::RegionRegistry* regions) : regions_(regions) {}
 
 RingTable::~RingTable() { Clear(); }
 
-StatusOr<uint32_t> RingTable::Open(const std::string& name, const std::string& session) {
+StatusOr<uint32_t> RingTable::Open(const std::string& name, const ipc::Scope& session) {
   KJIT_ASSIGN_OR_RETURN(std::shared_ptr<const ipc::Region> region, regions_->FindRegion(name, session));
   if (region->kind() != ipc::RegionKind::kSystem)
     return absl::InvalidArgumentError(
@@ -173,12 +204,16 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const std::string& s
     return absl::InvalidArgumentError(absl::StrCat("region '", ClientText(name), "': a ring of capacity ", h.capacity,
                                                    " needs ", ipc::RingBytes(h.capacity), " bytes, the region has ",
                                                    region->size()));
+  // A poller replaced below may be serving a request still: it is joined after the lock is released
+  // (declared before the lock, destroyed after it), or every OpenRing and CloseRing would wait on it.
+  std::unique_ptr<RingPoller> stale;
   std::lock_guard<std::mutex> lock(mu_);
   PruneLocked();
   if (auto it = rings_.find(name); it != rings_.end()) {
     if (it->second->region() == region.get())
       return absl::AlreadyExistsError(absl::StrCat("region '", ClientText(name), "' is a launch ring already"));
-    rings_.erase(it);  // a ring on an earlier region of that name, not yet noticed that it is gone
+    stale = std::move(it->second);  // a ring on an earlier region of that name, not yet noticed that it is gone
+    rings_.erase(it);
   }
   // Pollers whose region was unregistered stop by themselves within 50 ms (Run); until then they
   // do not count, or a client that replaces its ring (unregisters it and opens another) would be
@@ -186,25 +221,26 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const std::string& s
   // Still, a poller held up by a slow request keeps its thread: at twice the limit nothing opens.
   size_t live = 0;
   for (const auto& [ring_name, poller] : rings_) {
-    auto current = regions_->FindRegion(ring_name, poller->region()->session);
+    auto current = regions_->FindRegion(ring_name, {poller->region()->session, poller->region()->owner});
     live += current.ok() && current->get() == poller->region() ? 1 : 0;
   }
   if (live >= max_rings_ || rings_.size() >= 2 * max_rings_) {
     return absl::ResourceExhaustedError(absl::StrCat("kjitd serves ", max_rings_,
                                                      " launch rings, its limit (--max-rings): close one first"));
   }
-  rings_[name] = std::make_unique<RingPoller>(std::move(region), h.capacity, regions_, &handler_, spin_);
+  rings_[name] =
+      std::make_unique<RingPoller>(std::move(region), h.capacity, max_message_, regions_, &handler_, spin_);
   return h.capacity;
 }
 
-void RingTable::Close(const std::string& name, const std::string& session) {
+void RingTable::Close(const std::string& name, const ipc::Scope& session) {
   std::unique_ptr<RingPoller> poller;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = rings_.find(name);
     if (it == rings_.end()) return;
-    const std::string& owner = it->second->region()->session;
-    if (!owner.empty() && owner != session) return;
+    const ipc::Region& r = *it->second->region();
+    if (!ipc::RegionRegistry::Sees(session, r.session, r.owner)) return;
     poller = std::move(it->second);
     rings_.erase(it);
   }

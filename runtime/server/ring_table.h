@@ -19,8 +19,8 @@
 
 namespace kjit::server {
 
-// A ring's requests run in the session of the ring's region (the session that registered it).
-using InferHandler = std::function<Status(const inference::ModelInferRequest&, const std::string& session,
+// A ring's requests run as the ring's region's registrant (its session and identity).
+using InferHandler = std::function<Status(const inference::ModelInferRequest&, const ipc::Scope& session,
                                           inference::ModelInferResponse*)>;
 
 class RingPoller;
@@ -37,15 +37,18 @@ class RingTable {
   // At most this many rings (each is a poller thread): RESOURCE_EXHAUSTED past it.
   void SetMaxRings(size_t max_rings) { max_rings_ = max_rings; }
   static constexpr size_t kDefaultMaxRings = 64;
+  // The largest request a ring's poller copies in, and the largest response it writes, as a gRPC
+  // message (--max-request-bytes): RESOURCE_EXHAUSTED past it (rings opened later).
+  void SetMaxMessageBytes(uint64_t bytes) { max_message_ = bytes; }
 
   // Starts a poller on the named region, as `session` sees it. NOT_FOUND for an unknown region;
   // INVALID_ARGUMENT when it is CUDA memory or does not hold a valid ring header
   // (ipc::RingClient::Create writes one) of a capacity that fits it (at most 2^31 bytes); ALREADY_EXISTS when the region
   // is a ring already; RESOURCE_EXHAUSTED at the cap. Returns the capacity.
-  StatusOr<uint32_t> Open(const std::string& region, const std::string& session);
+  StatusOr<uint32_t> Open(const std::string& region, const ipc::Scope& session);
   // Stops the poller of the region `session` sees (waits for the request it is serving); an
   // unknown or unseen name is OK.
-  void Close(const std::string& region, const std::string& session);
+  void Close(const std::string& region, const ipc::Scope& session);
   // Stops every poller (daemon exit, before the devices go).
   void Clear();
   size_t Count();  // rings being polled (status and metrics)
@@ -56,6 +59,7 @@ class RingTable {
   InferHandler handler_;
   std::chrono::microseconds spin_{200};
   size_t max_rings_ = kDefaultMaxRings;
+  uint64_t max_message_ = uint64_t{128} << 20;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<RingPoller>> rings_;
   void PruneLocked();  // drops pollers that stopped by themselves (region gone)

@@ -111,6 +111,7 @@ Status RunDaemon(const Flags& flags) {
   d.regions.SetMaxSystemBytes(static_cast<uint64_t>(flags.max_system_shm_bytes));
   d.sessions.SetMaxSessions(static_cast<size_t>(flags.max_sessions));
   d.rings.SetMaxRings(static_cast<size_t>(flags.max_rings));
+  d.rings.SetMaxMessageBytes(static_cast<uint64_t>(flags.max_request_bytes));
   std::unique_ptr<MetricsEndpoint> metrics;  // destroyed before d: no scrape outlives the daemon's state
   if (!flags.metrics_listen.empty()) {
     if (!IsLoopbackListen(flags.metrics_listen)) {
@@ -128,7 +129,7 @@ Status RunDaemon(const Flags& flags) {
   KernelService kernel(&d);
   HealthService health;  // NOT_SERVING until the kernels are loaded
   d.rings.SetSpin(std::chrono::microseconds(flags.ring_spin_us));
-  d.rings.SetHandler([&inference](const inference::ModelInferRequest& req, const std::string& session,
+  d.rings.SetHandler([&inference](const inference::ModelInferRequest& req, const ipc::Scope& session,
                                    inference::ModelInferResponse* resp) {
     return inference.Infer(req, session, resp, Transport::kRing);
   });

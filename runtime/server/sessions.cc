@@ -5,6 +5,7 @@
 #include <random>
 
 #include "runtime/common/client_text.h"
+#include "runtime/server/peer.h"
 
 namespace kjit::server {
 namespace {
@@ -47,17 +48,17 @@ void SessionTable::CancelAll() {
   for (auto& [id, e] : open_) e.ctx->TryCancel();
 }
 
-StatusOr<std::string> SessionTable::SessionOf(const grpc::ServerContext& ctx) const {
+StatusOr<ipc::Scope> SessionTable::ScopeOf(const grpc::ServerContext& ctx) const {
   const auto& md = ctx.client_metadata();
   auto it = md.find(kSessionMetadataKey);
-  if (it == md.end()) return std::string();
+  if (it == md.end()) return ipc::Scope("", PeerIdentity(ctx));
   std::string id(it->second.data(), it->second.size());
   std::lock_guard<std::mutex> lock(mu_);
   auto entry = open_.find(id);
   if (entry == open_.end() || entry->second.connection != ctx.peer()) {  // another connection's reads as unknown
     return absl::NotFoundError(absl::StrCat("session '", ClientText(id), "' is not open"));
   }
-  return id;
+  return ipc::Scope(std::move(id), PeerIdentity(ctx));
 }
 
 Status CheckDeviceUuid(const grpc::ServerContext& ctx, const std::string& what, int device_id,

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/common/status.h"
+#include "runtime/ipc/region_registry.h"
 
 namespace kjit::server {
 
@@ -39,8 +40,9 @@ class SessionTable {
   void Close(const std::string& id);
   // Cancels every open session stream so their handlers return (daemon shutdown).
   void CancelAll();
-  // The session a request names: "" when none; NOT_FOUND when it names an unknown one.
-  StatusOr<std::string> SessionOf(const grpc::ServerContext& ctx) const;
+  // Who a request is, for the registry: the session it names ("" when none; NOT_FOUND when it
+  // names an unknown one) and its client's identity (PeerIdentity).
+  StatusOr<ipc::Scope> ScopeOf(const grpc::ServerContext& ctx) const;
   bool IsOpen(const std::string& id) const;
   size_t Count() const;  // open sessions (status and metrics)
   size_t max_sessions() const { return max_sessions_; }

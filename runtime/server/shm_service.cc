@@ -13,8 +13,9 @@ namespace {
 // What registrations under this call's session need: the session, and whether it is still open
 // (asked under the registry's lock, so no region outlives its session).
 StatusOr<ipc::Registrant> RegistrantOf(Daemon* d, const grpc::ServerContext& ctx) {
-  KJIT_ASSIGN_OR_RETURN(std::string session, d->sessions.SessionOf(ctx));
-  return ipc::Registrant{std::move(session), [d](const std::string& s) { return d->sessions.IsOpen(s); }, {}};
+  KJIT_ASSIGN_OR_RETURN(ipc::Scope scope, d->sessions.ScopeOf(ctx));
+  return ipc::Registrant{std::move(scope.session), std::move(scope.owner),
+                         [d](const std::string& s) { return d->sessions.IsOpen(s); }, {}};
 }
 
 // Whose rights decide which system shared memory objects a registration may open. On the Unix
@@ -50,7 +51,7 @@ grpc::Status InferenceService::SystemSharedMemoryUnregister(
     grpc::ServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest* req,
     inference::SystemSharedMemoryUnregisterResponse*) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
-  auto session = d_->sessions.SessionOf(*ctx);
+  auto session = d_->sessions.ScopeOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   d_->regions.RemoveRegion(ipc::RegionKind::kSystem, req->name(), *session);
   return grpc::Status::OK;
@@ -60,7 +61,7 @@ grpc::Status InferenceService::SystemSharedMemoryStatus(
     grpc::ServerContext* ctx, const inference::SystemSharedMemoryStatusRequest* req,
     inference::SystemSharedMemoryStatusResponse* resp) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
-  auto session = d_->sessions.SessionOf(*ctx);
+  auto session = d_->sessions.ScopeOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   auto list = d_->regions.ListRegions(ipc::RegionKind::kSystem, req->name(), *session);
   if (!list.ok()) return ToGrpc(list.status());
@@ -88,7 +89,7 @@ grpc::Status InferenceService::CudaSharedMemoryUnregister(
     grpc::ServerContext* ctx, const inference::CudaSharedMemoryUnregisterRequest* req,
     inference::CudaSharedMemoryUnregisterResponse*) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
-  auto session = d_->sessions.SessionOf(*ctx);
+  auto session = d_->sessions.ScopeOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   d_->regions.RemoveRegion(ipc::RegionKind::kCuda, req->name(), *session);
   return grpc::Status::OK;
@@ -98,7 +99,7 @@ grpc::Status InferenceService::CudaSharedMemoryStatus(
     grpc::ServerContext* ctx, const inference::CudaSharedMemoryStatusRequest* req,
     inference::CudaSharedMemoryStatusResponse* resp) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
-  auto session = d_->sessions.SessionOf(*ctx);
+  auto session = d_->sessions.ScopeOf(*ctx);
   if (!session.ok()) return ToGrpc(session.status());
   auto list = d_->regions.ListRegions(ipc::RegionKind::kCuda, req->name(), *session);
   if (!list.ok()) return ToGrpc(list.status());

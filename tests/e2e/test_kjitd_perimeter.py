@@ -177,6 +177,25 @@ class LimitsTest(unittest.TestCase):
             self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
             kernels.CloseRing(kpb.CloseRingRequest(region="r1"))
             kernels.OpenRing(kpb.OpenRingRequest(region="r2"))
+            # A ring's requests are held to --max-request-bytes as gRPC messages are, whatever the
+            # ring's capacity: the poller copies them into kjitd's memory.
+            kernels.CloseRing(kpb.CloseRingRequest(region="r2"))
+            wide = LaunchRing(1 << 19)
+            rings.append(wide)
+            infer.SystemSharedMemoryRegister(
+                pb.SystemSharedMemoryRegisterRequest(name="wide", key=wide.key, byte_size=wide.nbytes))
+            kernels.OpenRing(kpb.OpenRingRequest(region="wide"))
+            self.assertGreater(wide.capacity, 100000)
+            code, message, response = wide.call(big.SerializeToString())
+            self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED.value[0])
+            self.assertIn("--max-request-bytes", message)
+            self.assertEqual(response, b"")
+            small = pb.ModelInferRequest(model_name="no_such_model")
+            with self.assertRaises(grpc.RpcError) as ctx:
+                infer.ModelInfer(small, timeout=10)
+            code, message, _ = wide.call(small.SerializeToString())  # a small one is served as before
+            self.assertEqual(code, ctx.exception.code().value[0])
+            self.assertEqual(message, ctx.exception.details())
         finally:
             for s in stops:
                 s.set()

@@ -7,6 +7,10 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "runtime/kernels/mla_verify/mla_family.h"
 #include "runtime/kernels/mla_verify/schema.h"
@@ -169,22 +173,29 @@ TEST_F(LaunchIndexPointersTest, BadReadBackCopiesAreRefusedAndSourcesKept) {
 }
 
 // kjit_max_draft / kjit_max_prefix bound a launch whose index pointers stay on the GPU; without them
-// the shapes' bounds do (min(N, 64) draft tokens, M prefix rows).
+// the shapes' bounds do (min(N, 64) draft tokens, M prefix rows), and they cap the hints: a hint
+// past them (which would size the workspace, kept by the GPU, for rows no request can have) is
+// clamped, one within them is kept.
 TEST_F(LaunchIndexPointersTest, BoundsAreParsedCheckedAndUsed) {
   ASSERT_TRUE(Prepare(RegionIndptrRequest()).ok());
   EXPECT_FALSE(s_.launch->has_bounds());
   s_.launch->AssumeBounds();
-  EXPECT_EQ(Problem().max_draft, std::clamp<int64_t>(Problem().num_q, 1, kernels::kMlaMaxDraft));
-  EXPECT_EQ(Problem().max_prefix, Problem().num_kv_indices);
+  ASSERT_EQ(Problem().num_q, 2);
+  ASSERT_EQ(Problem().num_kv_indices, 3);
+  EXPECT_EQ(Problem().max_draft, 2);
+  EXPECT_EQ(Problem().max_prefix, 3);
 
-  Req r = RegionIndptrRequest();
-  (*r.mutable_parameters())["kjit_max_draft"].set_int64_param(7);
-  (*r.mutable_parameters())["kjit_max_prefix"].set_int64_param(123456);
-  ASSERT_TRUE(Prepare(r).ok());
-  EXPECT_TRUE(s_.launch->has_bounds());
-  s_.launch->AssumeBounds();
-  EXPECT_EQ(Problem().max_draft, 7);
-  EXPECT_EQ(Problem().max_prefix, 123456);
+  for (const auto& [draft, prefix, want_draft, want_prefix] : std::vector<std::tuple<int64_t, int64_t, int, int64_t>>{
+           {7, 123456, 2, 3}, {64, std::numeric_limits<int64_t>::max(), 2, 3}, {1, 2, 1, 2}, {1, 0, 1, 0}}) {
+    Req r = RegionIndptrRequest();
+    (*r.mutable_parameters())["kjit_max_draft"].set_int64_param(draft);
+    (*r.mutable_parameters())["kjit_max_prefix"].set_int64_param(prefix);
+    ASSERT_TRUE(Prepare(r).ok());
+    EXPECT_TRUE(s_.launch->has_bounds());
+    s_.launch->AssumeBounds();
+    EXPECT_EQ(Problem().max_draft, want_draft) << draft;
+    EXPECT_EQ(Problem().max_prefix, want_prefix) << prefix;
+  }
 
   for (const auto& [name, value] : std::vector<std::pair<std::string, int64_t>>{
            {"kjit_max_draft", 0}, {"kjit_max_draft", 65}, {"kjit_max_prefix", -1}}) {

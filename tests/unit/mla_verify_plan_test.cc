@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <functional>
+#include <limits>
 #include <queue>
 #include <random>
 #include <set>
@@ -136,11 +137,21 @@ TEST(MlaVerifyPlanTest, TilePerArchFitsItsLimits) {
   EXPECT_EQ(big.rows, mla::Tile64x64::kRows);
   EXPECT_EQ(big.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::Tile64x64>)));
   EXPECT_LE(big.smem_bytes, 232448);
-  EXPECT_EQ(small.rows, mla::Tile32x16::kRows);
-  EXPECT_EQ(small.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::Tile32x16>)));
+  // sm_120: the 32x32 Q-in-registers tile with a bf16 cache, the 32x16 tile with an fp8 one.
+  EXPECT_EQ(small.rows, mla::TileQReg32x32::kRows);
+  EXPECT_EQ(small.kv_tile, mla::TileQReg32x32::kKvTile);
+  EXPECT_EQ(small.threads, mla::TileQReg32x32::kThreads);
+  EXPECT_EQ(small.smem_bytes, static_cast<int>(sizeof(mla::SmemPlanQReg)));
   EXPECT_LE(small.smem_bytes, 101376);
-  EXPECT_EQ(MlaVerifyTileFor(8).rows, small.rows);
-  for (const MlaVerifyTile& t : {hopper, big, small}) EXPECT_GT(t.tile_us, 0.0);
+  const MlaVerifyTile small_fp8 = MlaVerifyTileFor(12, mla::kTileArch, KvDtype::kFp8E4m3);
+  EXPECT_EQ(small_fp8.kv_tile, mla::Tile32x16::kKvTile);
+  EXPECT_EQ(small_fp8.threads, mla::Tile32x16::kThreads);
+  EXPECT_EQ(small_fp8.smem_bytes, static_cast<int>(sizeof(mla::SmemPlanFp8<mla::Tile32x16>)));
+  // The other 99 KB arches keep the 32x16 tile.
+  const MlaVerifyTile ampere = MlaVerifyTileFor(8);
+  EXPECT_EQ(ampere.kv_tile, mla::Tile32x16::kKvTile);
+  EXPECT_EQ(ampere.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::Tile32x16>)));
+  for (const MlaVerifyTile& t : {hopper, big, small, small_fp8, ampere}) EXPECT_GT(t.tile_us, 0.0);
 }
 
 TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
@@ -218,6 +229,17 @@ TEST(MlaVerifyPlanTest, SplitsFillTheMachineForLongPrefixesOnly) {
     auto p = PlanMlaVerify(Problem(1, 8, 16, prefix), RtxPro6000());
     ASSERT_TRUE(p.ok());
     EXPECT_GE(p->main.grid[0] * p->main.grid[1] * p->main.grid[2], 188u) << "P " << prefix;
+  }
+  // A prefix hint near INT64_MAX (kjit_max_prefix is only bounded below) plans as 2^40 tokens,
+  // with no overflow in the split model (UBSan runs this test in CI).
+  for (int64_t prefix : {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max() - 1}) {
+    MlaVerifyProblem p = Problem(1, 8, 16, 65536);
+    p.max_prefix = prefix;
+    auto huge = PlanMlaVerify(p, H200());
+    ASSERT_TRUE(huge.ok()) << huge.status();
+    p.max_prefix = int64_t{1} << 40;
+    EXPECT_EQ(huge->num_splits, PlanMlaVerify(p, H200())->num_splits);
+    EXPECT_GT(huge->num_splits, 1);
   }
   // The plan is a pure function of the problem and the device.
   EXPECT_EQ(PlanMlaVerify(Problem(1, 8, 16, 65536), H200())->num_splits, big->num_splits);

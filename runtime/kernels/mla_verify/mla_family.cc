@@ -44,11 +44,13 @@ class MlaLaunch final : public FamilyLaunch {
     return CheckMlaVerifyIndptrs(std::span<const int64_t>(qo), std::span<const int64_t>(kv), mask, &problem_);
   }
 
+  // No request has more draft tokens than q has rows, or a longer prefix than kv_indices has
+  // entries: hints past those are clamped (they size the workspace and the plan's arithmetic).
   void AssumeBounds() override {
-    problem_.max_draft = hints_.max_draft > 0
-                             ? static_cast<int>(hints_.max_draft)
-                             : static_cast<int>(std::clamp<int64_t>(problem_.num_q, 1, kMlaMaxDraft));
-    problem_.max_prefix = hints_.max_prefix >= 0 ? hints_.max_prefix : problem_.num_kv_indices;
+    const int64_t by_q = std::clamp<int64_t>(problem_.num_q, 1, kMlaMaxDraft);
+    problem_.max_draft = static_cast<int>(hints_.max_draft > 0 ? std::min(hints_.max_draft, by_q) : by_q);
+    problem_.max_prefix =
+        hints_.max_prefix >= 0 ? std::min(hints_.max_prefix, problem_.num_kv_indices) : problem_.num_kv_indices;
   }
 
   StatusOr<LaunchNeeds> Plan(const driver::DeviceInfo& device) override {

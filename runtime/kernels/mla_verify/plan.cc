@@ -89,7 +89,9 @@ Status ValidateProblem(const MlaVerifyProblem& p) {
 int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const MlaVerifyTile& tile) {
   const long m_tiles = (static_cast<long>(p.max_draft) * p.num_heads + tile.rows - 1) / tile.rows;
   const long ctas_per_split = m_tiles * p.batch;
-  const long prefix = p.max_prefix > 0 ? p.max_prefix : 16384;  // unknown: a typical verify prefix
+  // Unknown: a typical verify prefix. A hint past 2^40 tokens (more than any cache holds) counts as
+  // 2^40, which keeps the model's arithmetic in range.
+  const long prefix = p.max_prefix > 0 ? std::min<int64_t>(p.max_prefix, int64_t{1} << 40) : 16384;
   const long prefix_tiles = std::max<long>(1, (prefix + tile.kv_tile - 1) / tile.kv_tile);
   const long tree_tiles = (p.max_draft + tile.kv_tile - 1) / tile.kv_tile;
   // CTA slots: SMs times the CTAs that one SM holds: as many as its shared memory fits (a 99 KB tile
@@ -244,46 +246,40 @@ std::string MlaVerifyCombineExpression(int num_heads) {
   return absl::StrCat("kjit::mla::MlaVerifyCombine<", num_heads, ">");
 }
 
-MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile) {
-  // Per-tile times: the mma.sync 64x64 tile measured on the H200 (bs1 H8 D16, P = 4k with 8..64
-  // splits: 4.5-4.9 us); the 99 KB mma.sync tiles assumed 2.5x less efficient per FLOP than it.
-  auto make = [](auto cfg) {
-    using Cfg = decltype(cfg);
-    const double work = static_cast<double>(Cfg::kRows) * Cfg::kKvTile / (64.0 * 64.0);
-    return MlaVerifyTile{Cfg::kRows, Cfg::kKvTile, Cfg::kThreads, static_cast<int>(sizeof(mla::SmemPlan<Cfg>)),
-                         4.7 * work * (Cfg::kRows >= 64 ? 1.0 : 2.5)};
-  };
-  if (tile == mla::kTileQReg32x32) {
-    // Twice the 32x16 tile's work per KV tile; assumed as efficient per FLOP as it.
-    using Cfg = mla::TileQReg32x32;
-    return MlaVerifyTile{Cfg::kRows, Cfg::kKvTile, Cfg::kThreads, static_cast<int>(sizeof(mla::SmemPlanQReg)),
-                         4.7 * Cfg::kRows * Cfg::kKvTile / (64.0 * 64.0) * 2.5};
-  }
-  if (tile == mla::kTile32x16) return make(mla::Tile32x16{});
-  if (tile == mla::kTile64x64) return make(mla::Tile64x64{});
-  if (mla::UsesWgmmaTile(cc_major))
-    return MlaVerifyTile{mla::TileWgmma64x64::kRows, mla::TileWgmma64x64::kKvTile, mla::TileWgmma64x64::kThreads,
-                         mla::kWgmmaSmemBytes, kWgmmaTileMicros};
-  return mla::UsesLargeTile(cc_major) ? make(mla::TileFor<true>::type{}) : make(mla::TileFor<false>::type{});
-}
+MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile) { return MlaVerifyTileFor(cc_major, tile, KvDtype::kBf16); }
 
 MlaVerifyTile MlaVerifyTileFor(int cc_major) { return MlaVerifyTileFor(cc_major, mla::kTileArch); }
 
 MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile, KvDtype kv) {
-  MlaVerifyTile t = MlaVerifyTileFor(cc_major, tile);
+  const bool fp8 = kv == KvDtype::kFp8E4m3;
   // The sm_90a tile converts an fp8 cache in its producer's registers, in the same shared memory.
-  if (kv != KvDtype::kFp8E4m3 || (tile == mla::kTileArch && mla::UsesWgmmaTile(cc_major))) return t;
-  auto fp8_smem = [](auto cfg) {
+  if (tile == mla::kTileArch && mla::UsesWgmmaTile(cc_major))
+    return MlaVerifyTile{mla::TileWgmma64x64::kRows, mla::TileWgmma64x64::kKvTile, mla::TileWgmma64x64::kThreads,
+                         mla::kWgmmaSmemBytes, kWgmmaTileMicros};
+  // Per-tile times: the mma.sync 64x64 tile measured on the H200 (bs1 H8 D16, P = 4k with 8..64
+  // splits: 4.5-4.9 us); the 99 KB mma.sync tiles assumed 2.5x less efficient per FLOP than it.
+  // smem_bytes = 0: no variant for this cache type (the plan refuses it as UNIMPLEMENTED).
+  auto make = [fp8](auto cfg) {
     using Cfg = decltype(cfg);
-    return mla::kHasFp8Variant<Cfg> ? static_cast<int>(sizeof(mla::SmemPlanFp8<Cfg>)) : 0;
+    const double work = static_cast<double>(Cfg::kRows) * Cfg::kKvTile / (64.0 * 64.0);
+    const int smem = !fp8                         ? static_cast<int>(sizeof(mla::SmemPlan<Cfg>))
+                     : mla::kHasFp8Variant<Cfg> ? static_cast<int>(sizeof(mla::SmemPlanFp8<Cfg>))
+                                                : 0;
+    return MlaVerifyTile{Cfg::kRows, Cfg::kKvTile, Cfg::kThreads, smem, 4.7 * work * (Cfg::kRows >= 64 ? 1.0 : 2.5)};
   };
-  if (tile == mla::kTileQReg32x32) {  // bf16 only
-    t.smem_bytes = 0;
-    return t;
+  switch (mla::ResolvedTile(tile, cc_major, fp8)) {
+    case mla::kTileQReg32x32: {
+      // Twice the 32x16 tile's work per KV tile; assumed as efficient per FLOP as it. bf16 only.
+      using Cfg = mla::TileQReg32x32;
+      return MlaVerifyTile{Cfg::kRows, Cfg::kKvTile, Cfg::kThreads,
+                           fp8 ? 0 : static_cast<int>(sizeof(mla::SmemPlanQReg)),
+                           4.7 * Cfg::kRows * Cfg::kKvTile / (64.0 * 64.0) * 2.5};
+    }
+    case mla::kTile64x64:
+      return make(mla::Tile64x64{});
+    default:
+      return make(mla::Tile32x16{});
   }
-  const bool large = tile == mla::kTile64x64 || (tile == mla::kTileArch && mla::UsesLargeTile(cc_major));
-  t.smem_bytes = large ? fp8_smem(mla::Tile64x64{}) : fp8_smem(mla::Tile32x16{});
-  return t;
 }
 
 StatusOr<MlaVerifyWorkspaceLayout> MlaVerifyWorkspace(const MlaVerifyProblem& p, int num_splits) {
