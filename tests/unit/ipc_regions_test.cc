@@ -155,6 +155,48 @@ TEST(RegionRegistry, ASessionsEntriesAreSeenOnlyByThatSession) {
   EXPECT_FALSE(reg.HasEvent("ev"));
 }
 
+// Outside a session an entry belongs to its registrant's identity (the Unix user, or TCP): another
+// user's requests, in a session or not, can neither use, list nor unregister it, nor its events.
+TEST(RegionRegistry, ASessionlessEntryIsSeenOnlyByItsRegistrantsIdentity) {
+  ShmObject obj(4096);
+  RegionRegistry reg;
+  auto alice = SystemRegion("alice_region", obj, 0, 64);
+  alice->owner = "uid:1000";
+  ASSERT_TRUE(reg.AddRegion(alice).ok());
+  auto ev = std::make_shared<NamedEvent>();
+  ev->name = "alice_event";
+  ev->owner = "uid:1000";
+  ASSERT_TRUE(reg.AddEvent(ev).ok());
+  for (const Scope& own : {Scope("", "uid:1000"), Scope("s1", "uid:1000")}) {
+    EXPECT_TRUE(reg.FindRegion("alice_region", own).ok()) << own.session;
+    EXPECT_EQ(reg.ListRegions(RegionKind::kSystem, "", own)->size(), 1u);
+    EXPECT_TRUE(reg.FindEvent("alice_event", own).ok());
+  }
+  for (const Scope& other : {Scope("", "uid:1001"), Scope("s2", "uid:1001"), Scope("", "tcp"), Scope("", "")}) {
+    auto r = reg.FindRegion("alice_region", other);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << other.owner;
+    EXPECT_EQ(std::string(r.status().message()), "shared memory region 'alice_region' is not registered");
+    EXPECT_EQ(reg.ListRegions(RegionKind::kSystem, "alice_region", other).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_TRUE(reg.ListRegions(RegionKind::kSystem, "", other)->empty());
+    EXPECT_EQ(reg.FindEvent("alice_event", other).status().code(), absl::StatusCode::kNotFound);
+    reg.RemoveRegion(RegionKind::kSystem, "alice_region", other);
+    reg.RemoveRegion(RegionKind::kSystem, "", other);
+    reg.RemoveEvent("alice_event", other);
+    EXPECT_TRUE(reg.HasRegion("alice_region")) << other.owner;
+    EXPECT_TRUE(reg.HasEvent("alice_event")) << other.owner;
+  }
+  // One name space: the name is still taken for everyone.
+  auto bob = SystemRegion("alice_region", obj, 64, 64);
+  bob->owner = "uid:1001";
+  EXPECT_EQ(reg.AddRegion(bob).code(), absl::StatusCode::kAlreadyExists);
+  reg.RemoveRegion(RegionKind::kSystem, "", Scope("", "uid:1000"));
+  reg.RemoveEvent("alice_event", Scope("s1", "uid:1000"));
+  EXPECT_FALSE(reg.HasRegion("alice_region"));
+  EXPECT_FALSE(reg.HasEvent("alice_event"));
+  EXPECT_TRUE(RegionRegistry::Sees(Scope("s1", "uid:1"), "s1", "uid:2"));  // a session's entry: by session
+  EXPECT_FALSE(RegionRegistry::Sees(Scope("", "uid:1"), "s1", "uid:1"));
+}
+
 TEST(RegionRegistry, EntriesAreCapped) {
   ShmObject obj(4096);
   RegionRegistry reg;
