@@ -31,7 +31,7 @@ struct World {
     rings.SetSpin(std::chrono::microseconds(0));
     // A handler that answers from the parsed request: an error for an empty model name, else an
     // echo of its id as the response.
-    rings.SetHandler([](const inference::ModelInferRequest& req, const std::string&,
+    rings.SetHandler([](const inference::ModelInferRequest& req, const kjit::ipc::Scope&,
                         inference::ModelInferResponse* resp) -> kjit::Status {
       if (req.model_name().empty()) return absl::InvalidArgumentError("no model");
       resp->set_id(req.id());
