@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,7 +70,9 @@ struct Options {
   }
 };
 
-std::vector<kernels::Specialization> Specs(const std::vector<std::string>& defines, int tile) {
+// The mla_verify specializations of one tile that the shapes use, and (with_peak) the mma.sync
+// peak kernel of the ceilings.
+std::vector<kernels::Specialization> Specs(const std::vector<std::string>& defines, int tile, bool with_peak) {
   std::vector<kernels::Specialization> specs;
   const auto all = tile > 0 ? kernels::MlaVerifyForcedTileSpecializations(tile) : kernels::MlaVerifySpecializations();
   for (auto s : all) {
@@ -78,16 +81,16 @@ std::vector<kernels::Specialization> Specs(const std::vector<std::string>& defin
     for (const auto& d : defines) s.extra_options.push_back("-D" + d);
     specs.push_back(std::move(s));
   }
-  specs.push_back(MmaPeakSpecialization());
+  if (with_peak) specs.push_back(MmaPeakSpecialization());
   return specs;
 }
 
 StatusOr<std::vector<kernels::CompiledKernel>> Compile(const std::vector<std::string>& archs,
                                                        const std::vector<std::string>& defines, int tile,
-                                                       std::string* report) {
+                                                       bool with_peak, std::string* report) {
   kernels::KernelCompiler compiler(nullptr);
   std::vector<kernels::CompiledKernel> out;
-  auto results = compiler.GetAll(Specs(defines, tile), archs);
+  auto results = compiler.GetAll(Specs(defines, tile, with_peak), archs);
   for (auto& r : results) {
     if (!r.ok()) return r.status();
     for (const auto& res : r->resources)
@@ -204,8 +207,10 @@ Status Run(Options opt) {
   std::string compile_report =
       "| spec | arch | kernel | regs | spill bytes | stack | compile ms |\n|---|---|---|---|---|---|---|\n";
   if (opt.compile_only) {
-    for (int tile : opt.Tiles())
-      KJIT_RETURN_IF_ERROR(Compile({"sm_90", "sm_120"}, opt.defines, tile, &compile_report).status());
+    const std::vector<int> tiles = opt.Tiles();
+    for (int tile : tiles)
+      KJIT_RETURN_IF_ERROR(
+          Compile({"sm_90", "sm_120"}, opt.defines, tile, tile == tiles[0], &compile_report).status());
     std::printf("%s", compile_report.c_str());
     return absl::OkStatus();
   }
@@ -216,14 +221,10 @@ Status Run(Options opt) {
   KJIT_RETURN_IF_ERROR(ctx.MakeCurrent());
   KJIT_ASSIGN_OR_RETURN(driver::Stream stream, driver::Stream::Create());
   std::vector<kernels::CompiledKernel> compiled;
-  for (int tile : opt.Tiles()) {
-    KJIT_ASSIGN_OR_RETURN(auto one, Compile({dev.arch}, opt.defines, tile, &compile_report));
-    for (auto& k : one) {
-      // The mma.sync peak kernel comes with every tile's set: load it once.
-      const bool seen = std::any_of(compiled.begin(), compiled.end(),
-                                    [&](const kernels::CompiledKernel& c) { return c.spec.name == k.spec.name; });
-      if (!seen) compiled.push_back(std::move(k));
-    }
+  const std::vector<int> tiles = opt.Tiles();
+  for (int tile : tiles) {
+    KJIT_ASSIGN_OR_RETURN(auto one, Compile({dev.arch}, opt.defines, tile, tile == tiles[0], &compile_report));
+    std::move(one.begin(), one.end(), std::back_inserter(compiled));
   }
   KJIT_ASSIGN_OR_RETURN(auto table, kernels::LoadedKernels::Load(compiled, dev));
 

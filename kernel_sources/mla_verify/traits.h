@@ -165,21 +165,13 @@ static_assert(kWgmmaSmemBytes <= kSmemLimitLarge, "sm_90a tile exceeds 227 KB");
 
 // Which tile an arch compiles and the host plans for: the same functions on both sides. sm_90
 // (compiled as sm_90a) runs the warpgroup-MMA tile; sm_100 the 64 x 64 mma.sync tile; sm_120 the
-// 32 x 32 Q-in-registers tile with a bf16 cache (0.61-0.85x the 32 x 16 tile's time on every shape
+// 32 x 32 Q-in-registers tile with a bf16 cache (0.61-0.86x the 32 x 16 tile's time on every shape
 // of the sm_120 proxy, bench/results/kernel_bench-2026-12-05-h200-sm120-proxy-qreg.md) and the
 // 32 x 16 tile with an fp8 cache (the 32 x 32 tile has no fp8 variant); the other 99 KB arches
 // (sm_80, sm_86, sm_89) the 32 x 16 tile.
 KJIT_MLA_HOST_DEVICE constexpr bool UsesWgmmaTile(int cc_major) { return cc_major == 9; }
 KJIT_MLA_HOST_DEVICE constexpr bool UsesLargeTile(int cc_major) { return cc_major == 10; }
 KJIT_MLA_HOST_DEVICE constexpr bool UsesQRegTile(int cc_major, bool fp8) { return cc_major == 12 && !fp8; }
-template <bool kLarge>
-struct TileFor {
-  using type = Tile32x16;
-};
-template <>
-struct TileFor<true> {
-  using type = Tile64x64;
-};
 
 // Tiles a caller may force on any arch whose limits they fit (benchmarks and tests: the sm_120 tile
 // and the mma.sync 64 x 64 tile measured on an sm_90 device). kTileArch = the arch's own tile.

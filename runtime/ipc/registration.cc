@@ -43,8 +43,8 @@ Status RegisterSystemRegion(RegionRegistry* registry, const std::string& name, c
   if (!shm.ok()) return WithContext(shm.status(), RegionName(name));
   auto region = std::make_shared<Region>();
   region->name = name;
-  region->session = who.session;
-  region->owner = who.owner;
+  region->session = who.scope.session;
+  region->owner = who.scope.owner;
   region->system = *std::move(shm);
   return registry->AddRegion(std::move(region), who.session_open);
 }
@@ -62,8 +62,8 @@ Status RegisterCudaRegion(RegionRegistry* registry, const std::string& name, con
   if (!cuda.ok()) return WithContext(cuda.status(), RegionName(name));
   auto region = std::make_shared<Region>();
   region->name = name;
-  region->session = who.session;
-  region->owner = who.owner;
+  region->session = who.scope.session;
+  region->owner = who.scope.owner;
   region->cuda = *std::move(cuda);
   // A concurrent register of the same name loses here; its handle closes with `region`.
   return registry->AddRegion(std::move(region), who.session_open);
@@ -81,8 +81,8 @@ Status RegisterEvent(RegionRegistry* registry, const std::string& name, const st
   if (!ev.ok()) return WithContext(ev.status(), what);
   auto named = std::make_shared<NamedEvent>();
   named->name = name;
-  named->session = who.session;
-  named->owner = who.owner;
+  named->session = who.scope.session;
+  named->owner = who.scope.owner;
   named->event = *std::move(ev);
   return registry->AddEvent(std::move(named), who.session_open);
 }

@@ -16,8 +16,7 @@ namespace kjit::ipc {
 
 // Who registers, and until when.
 struct Registrant {
-  std::string session;                      // "" outside a session
-  std::string owner;                        // the client's identity (Scope::owner)
+  Scope scope;                              // its session ("" outside one) and identity
   RegionRegistry::SessionOpen session_open;  // asked under the registry's lock (see AddRegion)
   // The client's identity: system shared memory objects must be ones it may open itself
   // (PeerMayOpenReadWrite). Unset: the daemon's own rights decide (the caller has allowed that).

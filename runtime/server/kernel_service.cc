@@ -194,12 +194,10 @@ grpc::Status KernelService::CacheList(grpc::ServerContext* ctx, const v1::CacheL
 grpc::Status KernelService::RegisterEvent(grpc::ServerContext* ctx, const v1::RegisterEventRequest* req,
                                           v1::RegisterEventResponse*) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
-  auto session = d_->sessions.ScopeOf(*ctx);
-  if (!session.ok()) return ToGrpc(session.status());
-  const ipc::Registrant who{session->session, session->owner,
-                           [this](const std::string& s) { return d_->sessions.IsOpen(s); }, {}};
+  auto who = d_->sessions.RegistrantOf(*ctx);
+  if (!who.ok()) return ToGrpc(who.status());
   return ToGrpc(ipc::RegisterEvent(&d_->regions, req->name(), req->raw_handle(), req->device_id(),
-                                   DeviceResolverOf(d_, *ctx, "event", req->name()), who));
+                                   DeviceResolverOf(d_, *ctx, "event", req->name()), *who));
 }
 
 grpc::Status KernelService::UnregisterEvent(grpc::ServerContext* ctx, const v1::UnregisterEventRequest* req,

@@ -34,18 +34,30 @@ std::optional<ipc::PeerCredentials> SocketPeerCredentials(int fd) {
   return out;
 }
 
+namespace {
+
+// The descriptor of a call on the Unix socket, from gRPC's peer string "fd:N". It stays open while a
+// call on its connection runs (gRPC closes it only when the transport, which every call holds,
+// goes), so it cannot name another connection meanwhile.
+std::optional<int> UnixFdOf(absl::string_view address) {
+  if (!absl::StartsWith(address, "fd:")) return std::nullopt;
+  int fd = -1;
+  const auto [end, ec] = std::from_chars(address.data() + 3, address.data() + address.size(), fd);
+  if (ec != std::errc() || end != address.data() + address.size()) return std::nullopt;
+  return fd;
+}
+
+}  // namespace
+
 std::string PeerIdentity(const grpc::ServerContext& ctx) {
   const std::string a = ctx.peer();
-  if (absl::StartsWith(a, "fd:")) {
-    int fd = -1;
-    const auto [end, ec] = std::from_chars(a.data() + 3, a.data() + a.size(), fd);
+  if (const std::optional<int> fd = UnixFdOf(a)) {
     struct ucred cred {};
     socklen_t len = sizeof(cred);
-    if (ec == std::errc() && end == a.data() + a.size() &&
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof(cred))
+    if (getsockopt(*fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof(cred))
       return absl::StrCat("uid:", cred.uid);
-    return "unix:unknown";  // never equal to a user's identity
   }
+  if (absl::StartsWith(a, "fd:")) return "unix:unknown";  // never equal to a user's identity
   if (absl::StartsWith(a, "ipv4:") || absl::StartsWith(a, "ipv6:")) return "tcp";
   return "";
 }
@@ -55,12 +67,8 @@ Peer PeerOf(const grpc::ServerContext& ctx) {
   p.address = ctx.peer();
   const absl::string_view a = p.address;
   if (absl::StartsWith(a, "fd:")) {
-    // The descriptor stays open while a call on its connection runs (gRPC closes it only when the
-    // transport, which every call holds, goes), so it cannot name another connection meanwhile.
-    int fd = -1;
-    const auto [end, ec] = std::from_chars(a.data() + 3, a.data() + a.size(), fd);
-    if (ec == std::errc() && end == a.data() + a.size()) {
-      p.credentials = SocketPeerCredentials(fd);
+    if (const std::optional<int> fd = UnixFdOf(a)) {
+      p.credentials = SocketPeerCredentials(*fd);
       if (p.credentials) p.transport = Peer::Transport::kUnix;
     }
   } else if (absl::StartsWith(a, "ipv4:") || absl::StartsWith(a, "ipv6:")) {

@@ -36,6 +36,11 @@ class RingPoller {
   }
   bool finished() const { return finished_; }
   const ipc::Region* region() const { return region_.get(); }
+  // Whether the registry still holds this ring's region, as its registrant sees it.
+  bool StillRegistered() const {
+    auto current = regions_->FindRegion(region_->name, scope_);
+    return current.ok() && current->get() == region_.get();
+  }
 
  private:
   ipc::RingHeader* header() const { return reinterpret_cast<ipc::RingHeader*>(region_->system->data()); }
@@ -115,9 +120,14 @@ class RingPoller {
     return absl::OkStatus();
   }
 
-  bool StillRegistered() const {
-    auto current = regions_->FindRegion(region_->name, scope_);
-    return current.ok() && current->get() == region_.get();
+  // Whether the region has left the registry (unregistered, or released with its session): looked
+  // up only when some region has left since the last look, so a busy ring pays one atomic load per
+  // request and still stops with its region.
+  bool RegionGone() {
+    const uint64_t removals = regions_->RemovalCount();
+    if (removals == seen_removals_) return false;
+    seen_removals_ = removals;
+    return !StillRegistered();
   }
 
   void Run() {
@@ -127,21 +137,13 @@ class RingPoller {
     if (!last.ok()) s = last.status();
     uint32_t done = last.ok() ? *last : 0;
     auto idle_since = std::chrono::steady_clock::now();
-    seen_removals_ = regions_->RemovalCount();
-    if (!StillRegistered()) s = absl::NotFoundError("its region was unregistered before the ring started");
-    while (s.ok() && !stop_) {
+    while (s.ok() && !stop_ && !RegionGone()) {
       auto seq = ipc::GuardedLoad32(&h->request_seq, "the launch ring");
       if (!seq.ok()) {
         s = seq.status();
         break;
       }
       if (*seq != done) {
-        // A busy ring never goes idle: before each request, make sure its region is still
-        // registered when any region has left since the last look (one atomic load otherwise).
-        if (const uint64_t removals = regions_->RemovalCount(); removals != seen_removals_) {
-          seen_removals_ = removals;
-          if (!StillRegistered()) break;
-        }
         s = Serve(*seq);
         done = *seq;
         idle_since = std::chrono::steady_clock::now();
@@ -151,9 +153,7 @@ class RingPoller {
         ipc::CpuRelax();
         continue;
       }
-      // Idle: make sure the region is still registered, then sleep until the client writes.
-      seen_removals_ = regions_->RemovalCount();
-      if (!StillRegistered()) break;
+      // Idle: sleep until the client writes (the loop's condition looks at the region again).
       if (s = Put(&h->daemon_sleeping, 1); !s.ok()) break;
       auto again = ipc::GuardedLoad32(&h->request_seq, "the launch ring");
       if (again.ok() && *again == done) ipc::FutexWait(&h->request_seq, done, std::chrono::milliseconds(50));
@@ -170,7 +170,9 @@ class RingPoller {
   const ipc::RegionRegistry* regions_;
   const InferHandler* handler_;
   std::chrono::microseconds spin_;
-  uint64_t seen_removals_ = 0;  // the registry's RemovalCount when the region was last looked up
+  // The registry's RemovalCount when the region was last looked up; none yet, so the first pass
+  // looks it up (it may have gone between Open and this thread's start).
+  uint64_t seen_removals_ = ~uint64_t{0};
   // Serve's messages and buffers, kept across requests (this thread alone uses them).
   RequestCache cache_;
   std::atomic<bool> stop_{false};
@@ -221,8 +223,7 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const ipc::Scope& se
   // Still, a poller held up by a slow request keeps its thread: at twice the limit nothing opens.
   size_t live = 0;
   for (const auto& [ring_name, poller] : rings_) {
-    auto current = regions_->FindRegion(ring_name, {poller->region()->session, poller->region()->owner});
-    live += current.ok() && current->get() == poller->region() ? 1 : 0;
+    live += poller->StillRegistered() ? 1 : 0;
   }
   if (live >= max_rings_ || rings_.size() >= 2 * max_rings_) {
     return absl::ResourceExhaustedError(absl::StrCat("kjitd serves ", max_rings_,

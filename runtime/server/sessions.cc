@@ -28,13 +28,14 @@ void SessionTable::SetMaxSessions(size_t max_sessions) {
 
 StatusOr<std::string> SessionTable::Open(const std::string& client_name, grpc::ServerContext* ctx) {
   std::string id = RandomSessionId();
+  std::string identity = PeerIdentity(*ctx);
   std::lock_guard<std::mutex> lock(mu_);
   if (open_.size() >= max_sessions_) {
     return absl::ResourceExhaustedError(absl::StrCat("kjitd has ", max_sessions_,
                                                      " open sessions, its limit (--max-sessions): close one first"));
   }
   while (open_.count(id) != 0) id = RandomSessionId();
-  open_.emplace(id, Entry{client_name, ctx, ctx->peer()});
+  open_.emplace(id, Entry{client_name, ctx, ctx->peer(), std::move(identity)});
   return id;
 }
 
@@ -58,7 +59,12 @@ StatusOr<ipc::Scope> SessionTable::ScopeOf(const grpc::ServerContext& ctx) const
   if (entry == open_.end() || entry->second.connection != ctx.peer()) {  // another connection's reads as unknown
     return absl::NotFoundError(absl::StrCat("session '", ClientText(id), "' is not open"));
   }
-  return ipc::Scope(std::move(id), PeerIdentity(ctx));
+  return ipc::Scope(std::move(id), entry->second.identity);  // the same connection: the same peer
+}
+
+StatusOr<ipc::Registrant> SessionTable::RegistrantOf(const grpc::ServerContext& ctx) const {
+  KJIT_ASSIGN_OR_RETURN(ipc::Scope scope, ScopeOf(ctx));
+  return ipc::Registrant{std::move(scope), [this](const std::string& s) { return IsOpen(s); }, {}};
 }
 
 Status CheckDeviceUuid(const grpc::ServerContext& ctx, const std::string& what, int device_id,

@@ -9,7 +9,8 @@
 #include <string>
 
 #include "runtime/common/status.h"
-#include "runtime/ipc/region_registry.h"
+#include "runtime/ipc/registration.h"
+#include "runtime/ipc/scope.h"
 
 namespace kjit::server {
 
@@ -43,6 +44,9 @@ class SessionTable {
   // Who a request is, for the registry: the session it names ("" when none; NOT_FOUND when it
   // names an unknown one) and its client's identity (PeerIdentity).
   StatusOr<ipc::Scope> ScopeOf(const grpc::ServerContext& ctx) const;
+  // Who registers, for ipc::Register*: ScopeOf, and a session_open that asks this table. The
+  // caller adds the client's credentials where the kind needs them (system shared memory).
+  StatusOr<ipc::Registrant> RegistrantOf(const grpc::ServerContext& ctx) const;
   bool IsOpen(const std::string& id) const;
   size_t Count() const;  // open sessions (status and metrics)
   size_t max_sessions() const { return max_sessions_; }
@@ -52,6 +56,7 @@ class SessionTable {
     std::string client_name;
     grpc::ServerContext* ctx;
     std::string connection;  // gRPC's peer string: "fd:N" on the Unix socket, the address and port on TCP
+    std::string identity;    // PeerIdentity of that connection, read once at Open
   };
   mutable std::mutex mu_;
   size_t max_sessions_ = kDefaultMaxSessions;

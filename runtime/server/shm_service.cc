@@ -10,14 +10,6 @@
 namespace kjit::server {
 namespace {
 
-// What registrations under this call's session need: the session, and whether it is still open
-// (asked under the registry's lock, so no region outlives its session).
-StatusOr<ipc::Registrant> RegistrantOf(Daemon* d, const grpc::ServerContext& ctx) {
-  KJIT_ASSIGN_OR_RETURN(ipc::Scope scope, d->sessions.ScopeOf(ctx));
-  return ipc::Registrant{std::move(scope.session), std::move(scope.owner),
-                         [d](const std::string& s) { return d->sessions.IsOpen(s); }, {}};
-}
-
 // Whose rights decide which system shared memory objects a registration may open. On the Unix
 // socket: the client's own (SO_PEERCRED), so that it cannot make kjitd map another user's object.
 // Over TCP the client's user is unknown: refused unless --allow-tcp-system-shm says to trust kjitd's
@@ -39,7 +31,7 @@ grpc::Status InferenceService::SystemSharedMemoryRegister(
     grpc::ServerContext* ctx, const inference::SystemSharedMemoryRegisterRequest* req,
     inference::SystemSharedMemoryRegisterResponse*) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
-  auto who = RegistrantOf(d_, *ctx);
+  auto who = d_->sessions.RegistrantOf(*ctx);
   if (!who.ok()) return ToGrpc(who.status());
   auto rights = SystemShmRights(*d_, *ctx);
   if (!rights.ok()) return ToGrpc(rights.status());
@@ -79,7 +71,7 @@ grpc::Status InferenceService::CudaSharedMemoryRegister(
     grpc::ServerContext* ctx, const inference::CudaSharedMemoryRegisterRequest* req,
     inference::CudaSharedMemoryRegisterResponse*) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
-  auto who = RegistrantOf(d_, *ctx);
+  auto who = d_->sessions.RegistrantOf(*ctx);
   if (!who.ok()) return ToGrpc(who.status());
   return ToGrpc(ipc::RegisterCudaRegion(&d_->regions, req->name(), req->raw_handle(), req->device_id(),
                                         req->byte_size(), DeviceResolverOf(d_, *ctx, "region", req->name()), *who));

@@ -20,7 +20,7 @@ StatusOr<MlaVerifyPlan> Plan(const MlaVerifyProblem& p, const driver::DeviceInfo
 }  // namespace
 
 // The split kernel and the combine per (H, mask kind, cache element type). With tile 0 the tile is
-// the compiled arch's (mla::UsesWgmmaTile, mla::UsesLargeTile), so the same specializations serve
+// the compiled arch's (mla::UsesWgmmaTile, mla::ResolvedTile), so the same specializations serve
 // sm_90 and sm_120.
 std::vector<Specialization> MlaVerifySpecializations(int tile) {
   std::vector<Specialization> specs;
