@@ -57,6 +57,16 @@ __device__ __forceinline__ unsigned E4m3x2ToBf16x2Cvt(unsigned short pair) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+#else
+// Before sm_89 the same f16 values by bit arithmetic, NaN aside (the e4m3 value times 2^-8 as f16
+// bits, then an exact multiply by 2^8); no tile plans an fp8 cache with these there.
+__device__ __forceinline__ unsigned E4m3x2ToF16x2(unsigned short pair) {
+  const unsigned x = __byte_perm(static_cast<unsigned>(pair), 0u, 0x1404);
+  const unsigned bits = (x & 0x80008000u) | ((x >> 1) & 0x3f803f80u);
+  unsigned r;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(bits), "r"(0x5c005c00u));
+  return r;
+}
 #endif
 
 #ifndef KJIT_FP8_DECODE
@@ -119,6 +129,21 @@ __device__ __forceinline__ unsigned RoundToE4m3PairBf16x2(float lo, float hi) {
   unsigned out;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(out) : "f"(round1(hi)), "f"(round1(lo)));
   return out;
+#endif
+}
+
+// Two floats -> their nearest e4m3 values (ties to even, saturating at +-448) as f16x2 (exact: every
+// e4m3 value is an f16; NaN stays NaN).
+__device__ __forceinline__ unsigned RoundToE4m3PairF16x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  unsigned short pair;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
+  return E4m3x2ToF16x2(pair);
+#else
+  const unsigned b = RoundToE4m3PairBf16x2(lo, hi);
+  unsigned r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(__uint_as_float(b & 0xffff0000u)), "f"(__uint_as_float(b << 16)));
+  return r;
 #endif
 }
 

@@ -1,5 +1,5 @@
 // Tensor-core fragments: ldmatrix (plain and transposed), stmatrix (sm_90+) and mma.sync.m16n8k16
-// bf16 -> fp32.
+// bf16 or f16 -> fp32.
 // Fragment layouts are PTX's: A 16x16 in 4 regs, B 16x8 in 2 regs, C 16x8 in 4 floats
 // (c0,c1 at row lane/4, cols 2*(lane%4)+{0,1}; c2,c3 eight rows below).
 #pragma once
@@ -44,6 +44,15 @@ __device__ __forceinline__ void MmaBf16(float (&c)[4], const unsigned (&a)[4], u
   // loads (which stay volatile and ordered with the barriers) and hide their latency.
   asm(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// c += a * b, f16 inputs, fp32 accumulators (the fp8-cache tiles: every e4m3 value is an f16).
+__device__ __forceinline__ void MmaF16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));

@@ -63,8 +63,17 @@ __global__ void __launch_bounds__(kSplitThreads<kTile, kKv>, 1)
 #endif
   } else if constexpr (kSplitTile<kTile, kKv> == kTileQReg32x32) {
     if constexpr (kKv == 1) {
-      // No fp8 variant of this tile; the plan refuses it, so this never runs.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+      // The tree CTA reads bf16 k_extend; the prefix CTAs e4m3 cache rows.
+      if (SplitOfCta() == 0) {
+        QRegSplitKernelBody<kHeads, kMask == 1>(p);
+      } else {
+        QRegSplitKernelBody<kHeads, kMask == 1, true>(p);
+      }
+#else
+      // No e4m3 conversion before sm_89; the plan refuses an fp8 cache there, so this never runs.
       if (threadIdx.x == 0) RaiseError(kErrBadIndptr);
+#endif
     } else {
       QRegSplitKernelBody<kHeads, kMask == 1>(p);
     }

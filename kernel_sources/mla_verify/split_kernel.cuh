@@ -26,15 +26,6 @@
 namespace kjit {
 namespace mla {
 
-template <bool kCond, class A, class B>
-struct Conditional {
-  using type = A;
-};
-template <class A, class B>
-struct Conditional<false, A, B> {
-  using type = B;
-};
-
 template <int kHeads, bool kPackedMask, class Cfg, bool kFp8 = false>
 __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   constexpr int kTile = Cfg::kKvTile;

@@ -10,13 +10,30 @@
 //   partial S through shared memory in a fixed order (deterministic), each warp keeping the 8 KV
 //   columns 8c..8c+7 for the softmax.
 // - Softmax: scale, mask, row maxima across the row group's four warps, the lazy online update
-//   (every warp of a row group sees the same maxima and takes the same decision), P (bf16) into
-//   shared memory.
+//   (every warp of a row group sees the same maxima and takes the same decision), P (bf16; f16 over
+//   an fp8 cache) into shared memory.
 // - P.V: the warp adds its row group's P times V columns 128c..128c+127 (16 n-tiles, 64 fp32
 //   registers of O): per 16 KV rows one ldmatrix.x4 of P and eight transposed ldmatrix.x4 of V for
 //   16 MMAs.
 // KV tiles of 32 rows stream through a 2-stage cp.async ring; Q first lands in stage 1 (32 rows of
 // 1152 bytes, one stage) and leaves it for registers before tile 1 is gathered there.
+//
+// An fp8 e4m3 cache (kFp8Rows, the prefix CTAs; the tree CTA reads bf16 k_extend as above): the
+// stages hold the cache's own bytes (SmemPlanQRegFp8: 3 stages of 32 rows of 592 bytes, two tiles
+// in flight behind the one computed; Q lands in stages 1 and 2), and the MMAs run in f16, into which every e4m3 value converts
+// exactly with one cvt per pair after its ldmatrix:
+// - Q.K^T: one ldmatrix.x4 of a k-step gives each lane four e4m3 bytes (dims 4q..4q+3 of its KV row,
+//   q = lane % 4) per n-tile: the B fragment of dims {4q, 4q+1 | 4q+2, 4q+3} where the MMA's k order
+//   has {2q, 2q+1 | 2q+8, 2q+9}. Q's A fragments are read in that same permuted order (a dot product
+//   does not depend on its order), converted to f16 once: with dequant numerics each row is scaled
+//   by a power of two that puts its largest |q| in [2^14, 2^15) (exact: f16 holds bf16's 8
+//   significant bits above 2^-14, and the scores are multiplied back by the same power), with fp8
+//   numerics rounded to e4m3 (exact in f16).
+// - P.V: one ldmatrix.x4.trans of two 16-dim chunks gives each lane the bytes (KV rows 2q, 2q + 1) x
+//   (dims 2n, 2n + 1) (n = lane / 4); a byte permute pairs them into the B fragments of the n-tile of
+//   even dims and of odd dims, so the lane's O columns are dims 4q..4q+3 of each chunk.
+// - P in f16 (dequant numerics: more precise than bf16 in [0, 256]) or rounded to e4m3 (fp8); the
+//   tree CTA's P stays bf16.
 //
 // (split_kernel.cuh's 32x16 tile on the H200 under the sm_120 proxy, ncu: one warp per scheduler,
 // more ldmatrix than MMAs; bench/results/kernel_bench-2026-12-02-h200-sm120-proxy.md.)
@@ -24,6 +41,7 @@
 
 #include "common/bf16.cuh"
 #include "common/cp_async.cuh"
+#include "common/fp8.cuh"
 #include "common/mma.cuh"
 #include "common/softmax.cuh"
 #include "common/swizzle.cuh"
@@ -34,12 +52,32 @@
 #include "mla_verify/timeline.cuh"
 #include "mla_verify/traits.h"
 
+// KJIT_QREG_EXP (experiments only, kernel_bench --define; 0 in production): 1 = no gathers after the
+// prologue (every tile computes on stale stages), 2 = no MMAs (S and O stay zero); both wrong values,
+// to split a tile's time between its loads and its math. 3 = the bf16 Q.K^T in two accumulator sets
+// (even and odd k-steps, summed after), chains of 5 MMAs instead of 9.
+#ifndef KJIT_QREG_EXP
+#define KJIT_QREG_EXP 0
+#endif
+
 namespace kjit {
 namespace mla {
 
-template <int kHeads, bool kPackedMask>
+// An f16's power-of-two scale for a row whose largest |value| is m: 2^e * m in [2^14, 2^15) (0 for
+// zero, infinite or NaN m).
+__device__ __forceinline__ int F16RowScaleExponent(float m) {
+  const int biased = static_cast<int>((__float_as_uint(m) >> 23) & 0xffu);
+  return m == 0.f || biased == 255 ? 0 : 141 - biased;  // in [-113, 141]
+}
+// 2^k for k in [-126, 127].
+__device__ __forceinline__ float Pow2(int k) { return __uint_as_float(static_cast<unsigned>(k + 127) << 23); }
+__device__ __forceinline__ float Bf16Lo(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float Bf16Hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+
+template <int kHeads, bool kPackedMask, bool kFp8Rows = false>
 __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   using Cfg = TileQReg32x32;
+  using Smem = typename Conditional<kFp8Rows, SmemPlanQRegFp8, SmemPlanQReg>::type;
   constexpr int kTile = Cfg::kKvTile;          // 32
   constexpr int kChunks = kKDim * 2 / 16;      // 72 16-byte chunks of a 1152-byte row
   constexpr unsigned kRowBytes = kKDim * 2;    // 1152
@@ -50,9 +88,15 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   static_assert(kTile == 32 && Cfg::kRows == 32 && kWarps == 8, "the warp roles below assume 32 x 32");
   static_assert((kTile * kChunks) % kThreads == 0 && (Cfg::kRows * kChunks) % kThreads == 0,
                 "gathers split evenly over the CTA");
+  constexpr int kStages = kFp8Rows ? Cfg::kStagesFp8 : Cfg::kStages;
+  constexpr int kAhead = kStages - 1;  // tile t + kAhead is gathered while tile t is computed
+  constexpr int kRing = kAhead + 2;    // index buffers: tiles t..t+kAhead read, t+kAhead+1 written
+  static_assert(kFp8Rows || kRing == kIdxRing, "the bf16 tile's index ring");
+  constexpr int kQStage = 1;  // Q lands here (fp8: stages 1 and 2), tile 0 beside it
+  constexpr unsigned kPitch8 = Cfg::kFp8RowPitch;
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  SmemPlanQReg& sm = *reinterpret_cast<SmemPlanQReg*>(smem_raw);
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
 
   const int m_tile = blockIdx.x, split = SplitOfCta(), b = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -67,7 +111,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   const int rows_b = rq.draft * kHeads;
   const int m0 = m_tile * Cfg::kRows;
   if (m0 >= rows_b) return;
-  const bool tree = split == 0;
+  const bool tree = !kFp8Rows && split == 0;
   long long kv_begin = 0, kv_end = rq.draft;
   if (!tree) PrefixChunk<kTile>(rq.prefix, p.num_splits, split, &kv_begin, &kv_end);
 
@@ -83,13 +127,28 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     mask.Init(p, b, rq);
     if (!mask.ok && tid == 0) RaiseError(kErrBadIndptr);
   }
-  const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end);
+  const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end, kFp8Rows ? 1 : 2);
+  const bool round_fp8 = kFp8Rows && (p.is_causal & kFp8RoundBit) != 0;  // fp8 numerics: Q and P to e4m3
   constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
 
-  // Warp w gathers rows w, w + 8, w + 16, w + 24; lane copies chunks lane, lane + 32, lane + 64 (< 72).
+  // Warp w gathers rows w, w + 8, w + 16, w + 24; lane copies chunks lane, lane + 32, lane + 64 (< 72),
+  // of an e4m3 row lane and 32 + lane (< 36).
   auto gather = [&](int t) {
-    const long long* idx = sm.idx[t % kIdxRing];
-    const unsigned dst = SmemAddr(sm.kv[t % Cfg::kStages]);
+    const long long* idx = sm.idx[t % kRing];
+    if constexpr (kFp8Rows) {
+      const unsigned dst = SmemAddr(sm.kv[t % kStages]) + lane * 16;
+      const char* base = reinterpret_cast<const char*>(kv_rows.base) + lane * 16;
+#pragma unroll
+      for (int row = warp; row < kTile; row += kWarps) {
+        const long long s = idx[row];
+        const char* src = base + (s < 0 ? 0 : s) * kv_rows.row_bytes;
+        const unsigned d = dst + row * kPitch8;
+        CpAsync16(d, src, s >= 0);
+        if (lane < kKDim / 16 - 32) CpAsync16(d + 512, src + 512, s >= 0);
+      }
+      return;
+    }
+    const unsigned dst = SmemAddr(sm.kv[t % kStages]);
     const char* base = reinterpret_cast<const char*>(kv_rows.base) + lane * 16;
 #pragma unroll
     for (int row = warp; row < kTile; row += kWarps) {
@@ -103,13 +162,22 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     }
   };
 
-  // Prologue: indices of tiles 0 and 1; Q into stage 1 and tile 0 into stage 0, one cp.async group.
+  // Prologue: indices of tiles 0..kAhead; Q into stage 1 and tile 0 into stage 0, one cp.async
+  // group (fp8: tile 1 follows once Q has left for registers).
   if (tid < kTile) {
-    sm.idx[0][tid] = kv_rows.Validate(p, kv_rows.Raw(p, 0, tid), 0, tid);
-    sm.idx[1][tid] = num_tiles > 1 ? kv_rows.Validate(p, kv_rows.Raw(p, 1, tid), 1, tid) : -1;
+    if constexpr (kFp8Rows) {
+      long long raw[kAhead + 1];
+#pragma unroll
+      for (int k = 0; k <= kAhead; ++k) raw[k] = kv_rows.Raw(p, k, tid);  // kPastEnd past the chunk
+#pragma unroll
+      for (int k = 0; k <= kAhead; ++k) sm.idx[k][tid] = kv_rows.Validate(p, raw[k], k, tid);
+    } else {
+      sm.idx[0][tid] = kv_rows.Validate(p, kv_rows.Raw(p, 0, tid), 0, tid);
+      sm.idx[1][tid] = num_tiles > 1 ? kv_rows.Validate(p, kv_rows.Raw(p, 1, tid), 1, tid) : -1;
+    }
   }
   __syncthreads();
-  const unsigned q_stage = SmemAddr(sm.kv[1]);
+  const unsigned q_stage = SmemAddr(sm.kv[kQStage]);
   {
 #pragma unroll
     for (int it = 0; it < Cfg::kRows * kChunks / kThreads; ++it) {
@@ -126,12 +194,68 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   KJIT_STAMP(kTlTile0Issued);
 
   const int warp_row0 = 16 * g;
-  // Q's A fragments of k-steps c + 4j: rows warp_row0 + lane % 16, chunk 2c + lane / 16 of group j.
+  const float scale = tree ? p.tree_scale_log2 : p.prefix_scale_log2;
+  // fp8 rows with dequant numerics: each S row times 2^-e (two exact factors), where Q's row was
+  // scaled by 2^e, before the scale.
+  float q_unscale[2][2] = {{1.f, 1.f}, {1.f, 1.f}};
   unsigned qf[kQSteps][4];
   CpAsyncWait<0>();
   __syncthreads();
   KJIT_STAMP(kTlQLanded);
-  {
+  if constexpr (kFp8Rows) {
+    // Q's A fragments of k-steps c + 4j in the permuted k order (above): rows warp_row0 + lane / 4
+    // (+ 8), dims 16 ks + 4q.. (one 8-byte word: the bf16 pairs of a0 and a2).
+    const int q4 = lane & 3;
+    uint2 w[kQSteps][2];
+    const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(sm.kv[kQStage]);
+#pragma unroll
+    for (int j = 0; j < kQSteps; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = warp_row0 + (lane >> 2) + 8 * h;
+        w[j][h] = *reinterpret_cast<const uint2*>(q_rows + row * kRowBytes +
+                                                  (((2 * (c + 4 * j) + (q4 >> 1)) ^ (row & 7)) << 4) + (q4 & 1) * 8);
+      }
+    if (!round_fp8) {  // each row's largest |q|: the four quarters' through shared memory
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = 0.f;
+#pragma unroll
+        for (int j = 0; j < kQSteps; ++j)
+          mx = fmaxf(mx, fmaxf(fmaxf(fabsf(Bf16Lo(w[j][h].x)), fabsf(Bf16Hi(w[j][h].x))),
+                               fmaxf(fabsf(Bf16Lo(w[j][h].y)), fabsf(Bf16Hi(w[j][h].y)))));
+        mx = QuadMax(mx);
+        if (q4 == 0) sm.row_buf[c][warp_row0 + (lane >> 2) + 8 * h] = mx;
+      }
+    }
+    __syncthreads();  // the row maxima visible; Q read by every warp, so its stages are free
+    if (num_tiles > 1) gather(1);
+    CpAsyncCommit();
+    int e[2] = {0, 0};
+    if (!round_fp8) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = warp_row0 + (lane >> 2) + 8 * h;
+        const float m = fmaxf(fmaxf(sm.row_buf[0][row], sm.row_buf[1][row]), fmaxf(sm.row_buf[2][row], sm.row_buf[3][row]));
+        e[h] = F16RowScaleExponent(m);
+        q_unscale[h][0] = Pow2(-(e[h] / 2));
+        q_unscale[h][1] = Pow2(-(e[h] - e[h] / 2));
+      }
+    }
+    auto to_f16 = [&](unsigned v, int eh) {
+      if (round_fp8) return RoundToE4m3PairF16x2(Bf16Lo(v), Bf16Hi(v));
+      const float s1 = Pow2(eh / 2), s2 = Pow2(eh - eh / 2);
+      return PackF16x2(Bf16Lo(v) * s1 * s2, Bf16Hi(v) * s1 * s2);
+    };
+#pragma unroll
+    for (int j = 0; j < kQSteps; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        qf[j][h] = to_f16(w[j][h].x, e[h]);      // a0 / a1: dims 4q, 4q + 1
+        qf[j][2 + h] = to_f16(w[j][h].y, e[h]);  // a2 / a3: dims 4q + 2, 4q + 3
+      }
+  } else {
+    // Q's A fragments of k-steps c + 4j: rows warp_row0 + lane % 16, chunk 2c + lane / 16 of group j.
     const unsigned a_lane =
         q_stage + (warp_row0 + (lane & 15)) * kRowBytes + (((2 * c + (lane >> 4)) ^ (lane & 7)) << 4);
 #pragma unroll
@@ -144,7 +268,6 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[nt][e] = 0.f;
   float m_run[2] = {NegInf(), NegInf()}, l_run[2] = {0.f, 0.f};
-  const float scale = tree ? p.tree_scale_log2 : p.prefix_scale_log2;
 
   // Per-lane bases. Q.K^T B fragments (K rows n0 + lane % 8 + 8 (lane / 16), chunk 2c + (lane / 8) % 2
   // of group j; n0 = 0 and 16); P.V A fragments (P rows warp_row0 + lane % 16, chunk 2kk + lane / 16);
@@ -154,19 +277,23 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   const unsigned p_lane = SmemAddr(sm.p) + (warp_row0 + (lane & 15)) * 128;
   const unsigned v_lane = ((((lane >> 3) & 1) << 3) + (lane & 7)) * kRowBytes + c * (Cfg::kVCols * 2);
   const LaneSwizzle swz_v(lane, lane >> 4);
+  // e4m3 stages: K rows lane (chunk c + 4j of k-step j), V rows lane % 8 + 8 ((lane / 8) % 2) of
+  // chunk 8c + lane / 16 (+ 2 per pair of chunks).
+  const unsigned k8_lane = lane * kPitch8 + c * 16;
+  const unsigned v8_lane = ((((lane >> 3) & 1) << 3) + (lane & 7)) * kPitch8 + (8 * c + (lane >> 4)) * 16;
   // This thread's S elements after the reduction: rows warp_row0 + lane / 4 (+8), columns
   // 8c + 2 (lane % 4) (+1).
   const int s_row = lane >> 2, s_col = 8 * c + 2 * (lane & 3);
 
   for (int t = 0; t < num_tiles; ++t) {
-    CpAsyncWait<0>();
+    CpAsyncWait<kAhead - 1>();
     __syncthreads();  // tile t visible to all; every warp is done with tile t-1's stage (or Q's)
-    if (t + 1 < num_tiles) gather(t + 1);
+    if (KJIT_QREG_EXP != 1 && t + kAhead < num_tiles) gather(t + kAhead);
     CpAsyncCommit();
-    const bool stage_next = tid < kTile && t + 2 < num_tiles;
-    const long long raw_next = stage_next ? kv_rows.Raw(p, t + 2, tid) : kPastEnd;  // used after the tile
+    const bool stage_next = tid < kTile && t + kAhead + 1 < num_tiles;
+    const long long raw_next = stage_next ? kv_rows.Raw(p, t + kAhead + 1, tid) : kPastEnd;  // used after the tile
 
-    const unsigned kv_addr = SmemAddr(sm.kv[t % Cfg::kStages]);
+    const unsigned kv_addr = SmemAddr(sm.kv[t % kStages]);
     // Tree part: the mask bits of this thread's four S elements, loaded before Q.K^T so their
     // latency hides behind it (bit 2h + j).
     unsigned tree_bits = ~0u;
@@ -188,16 +315,47 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
-    {
+    if constexpr (kFp8Rows) {
+      // Four n-tiles per ldmatrix.x4: register nt holds KV row 8nt + lane / 4's dims 4q..4q+3.
+      auto load_k = [&](int j, unsigned (&r)[4]) { LdMatrixX4(r, kv_addr + k8_lane + j * 64); };
+      auto mma_k = [&](int j, const unsigned (&r)[4]) {
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+          if (KJIT_QREG_EXP != 2) MmaF16(s[nt], qf[j], E4m3x2ToF16x2(static_cast<unsigned short>(r[nt] & 0xffffu)),
+                 E4m3x2ToF16x2(static_cast<unsigned short>(r[nt] >> 16)));
+      };
+      unsigned x[4], y[4];
+      load_k(0, x);
+#pragma unroll
+      for (int j = 0; j < kQSteps; j += 2) {
+        if (j + 1 < kQSteps) load_k(j + 1, y);
+        mma_k(j, x);
+        if (j + 2 < kQSteps) load_k(j + 2, x);
+        if (j + 1 < kQSteps) mma_k(j + 1, y);
+      }
+    } else {
       auto load_k = [&](int j, unsigned (&b0)[4], unsigned (&b1)[4]) {
         LdMatrixX4(b0, kv_addr + k_lane + j * 128);
         LdMatrixX4(b1, kv_addr + k_lane + 16 * kRowBytes + j * 128);
       };
+#if KJIT_QREG_EXP == 3
+      float s_odd[4][4];
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s_odd[nt][e] = 0.f;
+#endif
       auto mma_k = [&](int j, const unsigned (&b0)[4], const unsigned (&b1)[4]) {
-        MmaBf16(s[0], qf[j], b0[0], b0[1]);
-        MmaBf16(s[1], qf[j], b0[2], b0[3]);
-        MmaBf16(s[2], qf[j], b1[0], b1[1]);
-        MmaBf16(s[3], qf[j], b1[2], b1[3]);
+        if (KJIT_QREG_EXP == 2) return;
+#if KJIT_QREG_EXP == 3
+        float(&acc)[4][4] = (j & 1) ? s_odd : s;
+#else
+        float(&acc)[4][4] = s;
+#endif
+        MmaBf16(acc[0], qf[j], b0[0], b0[1]);
+        MmaBf16(acc[1], qf[j], b0[2], b0[3]);
+        MmaBf16(acc[2], qf[j], b1[0], b1[1]);
+        MmaBf16(acc[3], qf[j], b1[2], b1[3]);
       };
       unsigned x0[4], x1[4], y0[4], y1[4];
       load_k(0, x0, x1);
@@ -208,6 +366,12 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
         if (j + 2 < kQSteps) load_k(j + 2, x0, x1);
         if (j + 1 < kQSteps) mma_k(j + 1, y0, y1);
       }
+#if KJIT_QREG_EXP == 3
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[nt][e] += s_odd[nt][e];
+#endif
     }
     // Partial S to shared memory (rows padded to 40 floats: the float2 accesses of a half-warp, four
     // rows, fall in distinct banks).
@@ -223,7 +387,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     NamedBarrier(1 + g, 128);
 
     // ---- The sum of the row group's four partials for columns 8c.., scale, mask, row maxima.
-    const long long* idx_t = sm.idx[t % kIdxRing];
+    const long long* idx_t = sm.idx[t % kRing];
     float sv[2][2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -243,7 +407,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const bool valid = idx_t[s_col + j] >= 0 && ((tree_bits >> (2 * h + j)) & 1u);
-        const float v = valid ? sv[h][j] * scale : NegInf();
+        const float v = valid ? (kFp8Rows ? sv[h][j] * q_unscale[h][0] * q_unscale[h][1] : sv[h][j]) * scale : NegInf();
         sv[h][j] = v;
         mx = fmaxf(mx, v);
       }
@@ -252,7 +416,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     }
     NamedBarrier(1 + g, 128);
 
-    // ---- Online softmax update; P (bf16) to shared memory for the row group.
+    // ---- Online softmax update; P (bf16, or f16 over fp8 rows) to shared memory for the row group.
     float alpha_r[2];
     bool rescale = false;
 #pragma unroll
@@ -268,7 +432,9 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
       l_run[h] = l_run[h] * alpha + (p0 + p1);
       rescale |= alpha != 1.f;
       unsigned char* dst = reinterpret_cast<unsigned char*>(sm.p) + SwizzledOffset<8>(row, s_col >> 3) + (s_col & 7) * 2;
-      *reinterpret_cast<unsigned*>(dst) = PackBf16x2(p0, p1);
+      *reinterpret_cast<unsigned*>(dst) = !kFp8Rows ? PackBf16x2(p0, p1)
+                                          : round_fp8 ? RoundToE4m3PairF16x2(p0, p1)
+                                                      : PackF16x2(p0, p1);
     }
     if (__any_sync(0xffffffffu, rescale)) {
 #pragma unroll
@@ -283,25 +449,53 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     for (int kk = 0; kk < kTile / 16; ++kk) {
       unsigned a[4];
       LdMatrixX4(a, p_lane + (((2 * kk + (lane >> 4)) ^ (lane & 7)) << 4));
-      auto load_v = [&](int np, unsigned (&bv)[4]) {
-        LdMatrixX4Trans(bv, kv_addr + v_lane + kk * 16 * kRowBytes + (np / 4) * 128 + swz_v.x[np % 4]);
-      };
-      auto mma_v = [&](int np, const unsigned (&bv)[4]) {
-        MmaBf16(o[2 * np], a, bv[0], bv[1]);
-        MmaBf16(o[2 * np + 1], a, bv[2], bv[3]);
-      };
-      constexpr int kPairs = kVNTiles / 2;  // 8
-      unsigned bv0[4], bv1[4];
-      load_v(0, bv0);
+      if constexpr (kFp8Rows) {
+        // Chunks 8c + 2jj and + 1: e4m3 pairs (bytes 0, 2 | 1, 3 of the two row halves) into the
+        // n-tiles of their even dims (o[4jj], o[4jj + 2]) and odd dims (o[4jj + 1], o[4jj + 3]).
+        auto load_v = [&](int jj, unsigned (&r)[4]) {
+          LdMatrixX4Trans(r, kv_addr + v8_lane + kk * 16 * kPitch8 + jj * 32);
+        };
+        auto mma_v = [&](int jj, const unsigned (&r)[4]) {
 #pragma unroll
-      for (int np = 0; np < kPairs; np += 2) {
-        load_v(np + 1, bv1);
-        mma_v(np, bv0);
-        if (np + 2 < kPairs) load_v(np + 2, bv0);
-        mma_v(np + 1, bv1);
+          for (int half = 0; half < 2; ++half)
+#pragma unroll
+            for (int odd = 0; odd < 2; ++odd) {
+              const unsigned pair = __byte_perm(r[2 * half], r[2 * half + 1], odd ? 0x7531u : 0x6420u);
+              if (KJIT_QREG_EXP != 2) MmaF16(o[4 * jj + 2 * half + odd], a, E4m3x2ToF16x2(static_cast<unsigned short>(pair & 0xffffu)),
+                     E4m3x2ToF16x2(static_cast<unsigned short>(pair >> 16)));
+            }
+        };
+        unsigned w0[4], w1[4];
+        load_v(0, w0);
+#pragma unroll
+        for (int jj = 0; jj < 4; jj += 2) {
+          load_v(jj + 1, w1);
+          mma_v(jj, w0);
+          if (jj + 2 < 4) load_v(jj + 2, w0);
+          mma_v(jj + 1, w1);
+        }
+      } else {
+        auto load_v = [&](int np, unsigned (&bv)[4]) {
+          LdMatrixX4Trans(bv, kv_addr + v_lane + kk * 16 * kRowBytes + (np / 4) * 128 + swz_v.x[np % 4]);
+        };
+        auto mma_v = [&](int np, const unsigned (&bv)[4]) {
+          if (KJIT_QREG_EXP == 2) return;
+          MmaBf16(o[2 * np], a, bv[0], bv[1]);
+          MmaBf16(o[2 * np + 1], a, bv[2], bv[3]);
+        };
+        constexpr int kPairs = kVNTiles / 2;  // 8
+        unsigned bv0[4], bv1[4];
+        load_v(0, bv0);
+#pragma unroll
+        for (int np = 0; np < kPairs; np += 2) {
+          load_v(np + 1, bv1);
+          mma_v(np, bv0);
+          if (np + 2 < kPairs) load_v(np + 2, bv0);
+          mma_v(np + 1, bv1);
+        }
       }
     }
-    if (stage_next) sm.idx[(t + 2) % kIdxRing][tid] = kv_rows.Validate(p, raw_next, t + 2, tid);
+    if (stage_next) sm.idx[(t + kAhead + 1) % kRing][tid] = kv_rows.Validate(p, raw_next, t + kAhead + 1, tid);
   }
 
   // ---- Row sums across the four warps of a row group, then the normalized partial state.
@@ -322,10 +516,19 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     for (int q = 0; q < 4; ++q) l += sm.row_buf[q][row];
     if (m0 + row >= rows_b) continue;
     const float inv = l > 0.f ? v_scale / l : 0.f;
-    unsigned short* dst = state.o + static_cast<long long>(m0 + row) * kVDim + c * Cfg::kVCols + (lane & 3) * 2;
+    if constexpr (kFp8Rows) {  // dims 16ch + 4q..4q+3: even, odd, even, odd n-tile columns
+      unsigned short* dst = state.o + static_cast<long long>(m0 + row) * kVDim + c * Cfg::kVCols + (lane & 3) * 4;
 #pragma unroll
-    for (int nt = 0; nt < kVNTiles; ++nt)
-      *reinterpret_cast<unsigned*>(dst + nt * 8) = PackBf16x2(o[nt][h * 2] * inv, o[nt][h * 2 + 1] * inv);
+      for (int ch = 0; ch < kVNTiles / 2; ++ch)
+        *reinterpret_cast<uint2*>(dst + ch * 16) =
+            make_uint2(PackBf16x2(o[2 * ch][h * 2] * inv, o[2 * ch + 1][h * 2] * inv),
+                       PackBf16x2(o[2 * ch][h * 2 + 1] * inv, o[2 * ch + 1][h * 2 + 1] * inv));
+    } else {
+      unsigned short* dst = state.o + static_cast<long long>(m0 + row) * kVDim + c * Cfg::kVCols + (lane & 3) * 2;
+#pragma unroll
+      for (int nt = 0; nt < kVNTiles; ++nt)
+        *reinterpret_cast<unsigned*>(dst + nt * 8) = PackBf16x2(o[nt][h * 2] * inv, o[nt][h * 2 + 1] * inv);
+    }
     if (c == 0 && (lane & 3) == 0) state.lse[m0 + row] = l > 0.f ? m_run[h] + __log2f(l) : NegInf();
   }
 }

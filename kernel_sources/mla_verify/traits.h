@@ -23,6 +23,15 @@ constexpr int kPRowElems = 64;  // P rows are 128 bytes whatever the KV tile (<=
 constexpr int kIdxRing = 3;    // slot-index buffers: tile t's are staged while tiles t-1 and (on
                                // sm_90a) t-2 may still be read
 
+template <bool kCond, class A, class B>
+struct Conditional {
+  using type = A;
+};
+template <class A, class B>
+struct Conditional<false, A, B> {
+  using type = B;
+};
+
 template <int kMTiles_, int kRowGroups_, int kKvTile_, int kColGroups_ = 4>
 struct TileConfig {
   static constexpr int kMTiles = kMTiles_;      // m16 tiles per warp
@@ -61,6 +70,9 @@ struct TileQReg32x32 {
   static constexpr int kRows = 32;
   static constexpr int kKvTile = 32;
   static constexpr int kStages = 2;
+  static constexpr int kStagesFp8 = 3;              // an fp8 cache's stages are half the bytes
+  static constexpr int kFp8RowPitch = kKDim + 16;   // 592 bytes: 37 chunks, so the 8 rows of an
+                                                    // ldmatrix fall in 8 bank groups unswizzled
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kQkSteps = kKDim / 16 / 4;  // k-steps of Q.K^T per warp
@@ -76,6 +88,22 @@ struct SmemPlanQReg {
   long long idx[kIdxRing][TileQReg32x32::kKvTile];                     // source row per KV row; -1 = masked
 };
 static_assert(sizeof(SmemPlanQReg) <= 101376, "the 32x32 Q-in-registers tile exceeds 99 KB");
+// The same tile over an fp8 e4m3 cache (prefix CTAs; the tree CTA reads bf16 k_extend through
+// SmemPlanQReg): 3 stages of 32 e4m3 rows (two tiles in flight behind the one computed; a fourth
+// does not fit beside the partial S), converted to f16 in registers after each ldmatrix. Stages 1
+// and 2 first hold Q (bf16, SmemPlanQReg's swizzled rows).
+struct SmemPlanQRegFp8 {
+  alignas(128) unsigned char kv[TileQReg32x32::kStagesFp8][TileQReg32x32::kKvTile * TileQReg32x32::kFp8RowPitch];
+  alignas(128) float s_part[2][4][16][TileQReg32x32::kSPad];
+  alignas(128) unsigned short p[TileQReg32x32::kRows * kPRowElems];  // f16 P, 128-byte rows
+  float row_buf[4][TileQReg32x32::kRows];
+  long long idx[TileQReg32x32::kStagesFp8 + 1][TileQReg32x32::kKvTile];
+};
+static_assert(sizeof(SmemPlanQRegFp8) <= sizeof(SmemPlanQReg), "the fp8 plan fits the launch's (bf16) request");
+static_assert(sizeof(SmemPlanQRegFp8::idx) / sizeof(SmemPlanQRegFp8::idx[0]) == TileQReg32x32::kStagesFp8 + 1,
+              "index ring: tiles t..t+kStages-1 read, t+kStages written (split_qreg.cuh's kRing)");
+static_assert(2 * TileQReg32x32::kKvTile * TileQReg32x32::kFp8RowPitch >= TileQReg32x32::kRows * kKDim * 2,
+              "Q (bf16) fits fp8 stages 1 and 2");
 static_assert(TileQReg32x32::kRows * kKDim == TileQReg32x32::kKvTile * kKDim, "Q fits one KV stage");
 
 // Shared memory of one CTA. Row-major tiles of 1152-byte rows with 16-byte chunks XOR-swizzled by

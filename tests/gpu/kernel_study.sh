@@ -9,6 +9,8 @@
 #   ncu_proxy_K5/    ncu of the sm_120 tile (proxy) on K5
 #   proxy_t32x16.md  the same proxy with the 32x16 tile on bf16 caches (sm_120's tile until 2026-12-05)
 #   ncu_proxy_t32x16_K5/  ncu of that tile (proxy) on K5
+#   proxy_fp8_q32x32.md   the proxy's fp8 rows (both numerics) on the 32x32 tile's fp8 variant
+#   proxy_fp8_t32x16.md   the same rows on the 32x16 tile (sm_120's fp8 tile until 2026-12-06)
 # KJIT_STUDY_ONLY=regex limits the parts (by the names above, without .md).
 set -u
 out=${1:?usage: kernel_study.sh OUTDIR}
@@ -35,3 +37,8 @@ part ncu_proxy_K5 env KJIT_BENCH_ARGS="--proxy sm_120" bash "$here/profile.sh" "
 part proxy_t32x16 "$kb" --proxy sm_120 --tile 32x16 --kv bf16 --reps 30 --out "$out/proxy_t32x16.md"
 part ncu_proxy_t32x16_K5 env KJIT_BENCH_ARGS="--proxy sm_120 --tile 32x16 --kv bf16" bash "$here/profile.sh" \
   "$out/ncu_proxy_t32x16_K5" "K5 " 14
+fp8_rows='K2 |K3 |K4 |K5 |K6 |K7 |P1k H8|P4k H8|P16k H8'
+part proxy_fp8_q32x32 "$kb" --proxy sm_120 --tile 32x32 --kv bf16,fp8,fp8-numerics --reps 20 --only "$fp8_rows" \
+  --out "$out/proxy_fp8_q32x32.md"
+part proxy_fp8_t32x16 "$kb" --proxy sm_120 --tile 32x16 --kv fp8,fp8-numerics --reps 20 --only "$fp8_rows" \
+  --out "$out/proxy_fp8_t32x16.md"

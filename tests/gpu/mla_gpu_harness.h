@@ -38,10 +38,13 @@ struct Family {
   Status (*launch)(const kernels::KernelTable&, const kernels::MlaVerifyPlan&, const kernels::MlaVerifyProblem&,
                    const kernels::MlaVerifyBuffers&, CUstream);
   int tile = 0;  // MlaVerifyPlanOptions::tile for the fast family
-  // Whether the family plans an fp8 e4m3 cache; the 64x64 mma.sync tile and the 32x32 Q-in-registers
-  // tile have no fp8 variant, and their plans must refuse one with UNIMPLEMENTED.
-  bool fp8_cache = true;
+  // The compute capability major from which the family plans an fp8 e4m3 cache (PlansFp8); below
+  // it, and for the 64x64 mma.sync tile, which has no fp8 variant, its plans must refuse one with
+  // UNIMPLEMENTED. The 32x32 tile converts e4m3 with sm_89's cvt: planned from major 9.
+  int fp8_from_cc_major = 0;
 };
+inline constexpr int kNoFp8 = 1000;
+inline bool PlansFp8(const Family& f, const driver::DeviceInfo& d) { return d.cc_major >= f.fp8_from_cc_major; }
 inline void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
 // The oracle's plan takes no options (it has one tile and no splits).
 inline StatusOr<kernels::MlaVerifyPlan> PlanNaive(const kernels::MlaVerifyProblem& p, const driver::DeviceInfo& d,
@@ -52,9 +55,9 @@ inline const Family kFast{"fast", &kernels::PlanMlaVerify, &kernels::LaunchMlaVe
 inline const Family kFastTile32x16{"fast_t32x16", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
                                    mla::kTile32x16};
 inline const Family kFastTile64x64{"fast_t64x64", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
-                                   mla::kTile64x64, /*fp8_cache=*/false};
+                                   mla::kTile64x64, /*fp8_from_cc_major=*/kNoFp8};
 inline const Family kFastTileQReg32x32{"fast_tq32x32", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
-                                       mla::kTileQReg32x32, /*fp8_cache=*/false};
+                                       mla::kTileQReg32x32, /*fp8_from_cc_major=*/9};
 inline const Family kNaive{"naive", &PlanNaive, &kernels::LaunchMlaVerifyNaive};
 
 // The family's plan of the case, with a fixed number of prefix chunks when num_splits > 0.

@@ -119,7 +119,7 @@ TEST_P(MlaVerifyGpu, EveryGoldenBundleMatchesItsStoredOutput) {
     StatusOr<reference::GoldenBundle> g = reference::ReadGoldenFile(path);
     ASSERT_TRUE(g.ok()) << g.status() << " (set KJIT_GOLDEN_DIR)";
     StatusOr<RunResult> run = RunOnce(family(), g->c);
-    if (g->c.problem.kv_dtype == kernels::KvDtype::kFp8E4m3 && !family().fp8_cache) {
+    if (g->c.problem.kv_dtype == kernels::KvDtype::kFp8E4m3 && !PlansFp8(family(), GpuRuntime::Get().device)) {
       EXPECT_EQ(run.status().code(), absl::StatusCode::kUnimplemented) << e.name << ": " << run.status();
       ++checked;
       continue;
@@ -329,8 +329,9 @@ TEST_P(MlaVerifyGpu, SanitizeHugeMaskIndptrIsReportedNotRead) {
   }
 }
 
-// Every family plans an fp8 cache, except the 64x64 mma.sync and 32x32 Q-in-registers tiles, which have
-// no fp8 variant: their plans (and so a run) must refuse one with UNIMPLEMENTED (a client falls back).
+// Every family plans an fp8 cache, except the 64x64 mma.sync tile, which has no fp8 variant, and the
+// 32x32 tile below compute capability 9: their plans (and so a run) must refuse one with
+// UNIMPLEMENTED (a client falls back).
 // The fast family's launch refuses a plan made for the other cache type, which would read the cache's bytes as the wrong element type.
 TEST_P(MlaVerifyGpu, Fp8CacheIsPlannedOrRefusedAsUnimplemented) {
   GpuRuntime& rt = GpuRuntime::Get();
@@ -339,7 +340,7 @@ TEST_P(MlaVerifyGpu, Fp8CacheIsPlannedOrRefusedAsUnimplemented) {
     s.kv_dtype = kernels::KvDtype::kFp8E4m3, s.fp8_numerics = numerics;
     const MlaCase c = reference::MakeCase(s);
     StatusOr<kernels::MlaVerifyPlan> plan = PlanFor(family(), c, rt.device);
-    if (!family().fp8_cache) {
+    if (!PlansFp8(family(), rt.device)) {
       EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented) << plan.status();
       EXPECT_EQ(RunOnce(family(), c).status().code(), absl::StatusCode::kUnimplemented);
       continue;
@@ -372,6 +373,9 @@ class MlaVerifyFp8Gpu : public ::testing::TestWithParam<std::tuple<Family, kerne
   void SetUp() override {
     const Status& s = GpuRuntime::Get().status;
     ASSERT_TRUE(s.ok()) << "GPU runtime unusable (these tests run only on the GPU machine): " << s;
+    if (!PlansFp8(family(), GpuRuntime::Get().device))
+      GTEST_SKIP() << family().name << " refuses an fp8 cache on this device (MlaVerifyGpu."
+                   << "Fp8CacheIsPlannedOrRefusedAsUnimplemented checks the refusal)";
   }
   const Family& family() const { return std::get<0>(GetParam()); }
   kernels::Fp8Numerics numerics() const { return std::get<1>(GetParam()); }
@@ -534,7 +538,7 @@ TEST_P(MlaVerifyFp8Gpu, SanitizeOutOfRangeSlotAndSeveralTiles) {
 
 INSTANTIATE_TEST_SUITE_P(
     Families, MlaVerifyFp8Gpu,
-    ::testing::Combine(::testing::Values(kFast, kFastTile32x16, kNaive),
+    ::testing::Combine(::testing::Values(kFast, kFastTile32x16, kFastTileQReg32x32, kNaive),
                        ::testing::Values(kernels::Fp8Numerics::kDequant, kernels::Fp8Numerics::kFp8)),
     [](const ::testing::TestParamInfo<std::tuple<Family, kernels::Fp8Numerics>>& info) {
       const bool fp8 = std::get<1>(info.param) == kernels::Fp8Numerics::kFp8;

@@ -437,7 +437,7 @@ TEST(MlaVerifyPlanTest, ForcedTilesHaveTheirOwnSpecializationsAndGeometry) {
   EXPECT_EQ(plan->specialization, "h8_bool_t64x64");
   EXPECT_EQ(plan->main.block[0], static_cast<unsigned>(mla::Tile64x64::kThreads));
   EXPECT_EQ(plan->main.dynamic_smem, sizeof(mla::SmemPlan<mla::Tile64x64>));
-  // The 32x32 Q-in-registers tile: 256 threads, its own shared-memory plan within sm_120's 99 KB, bf16 only.
+  // The 32x32 Q-in-registers tile: 256 threads, its own shared-memory plan within sm_120's 99 KB.
   plan = PlanMlaVerify(p, RtxPro6000(), {.tile = mla::kTileQReg32x32});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->specialization, "h8_bool_t32x32");
@@ -450,12 +450,28 @@ TEST(MlaVerifyPlanTest, ForcedTilesHaveTheirOwnSpecializationsAndGeometry) {
   ASSERT_EQ(qreg.size(), 20u);
   EXPECT_EQ(qreg[1].name, "h8_packed_t32x32");
   EXPECT_EQ(qreg[1].max_dynamic_smem("sm_120"), static_cast<int>(sizeof(mla::SmemPlanQReg)));
-  EXPECT_EQ(qreg[11].max_dynamic_smem("sm_120"), 0);  // no fp8 variant
+  // Its fp8 variant: the prefix CTAs' plan (SmemPlanQRegFp8) fits the bf16 one the tree CTA uses,
+  // which the launch asks for; it converts e4m3 with sm_89's cvt, so a device whose major is 8 (the
+  // host cannot tell sm_89 from sm_86 by it) is refused.
+  EXPECT_EQ(qreg[11].name, "h8_packed_fp8_t32x32");
+  EXPECT_EQ(qreg[11].max_dynamic_smem("sm_120"), static_cast<int>(sizeof(mla::SmemPlanQReg)));
+  EXPECT_EQ(qreg[11].max_dynamic_smem("sm_90"), static_cast<int>(sizeof(mla::SmemPlanQReg)));
+  EXPECT_EQ(qreg[11].max_dynamic_smem("sm_86"), 0);
+  EXPECT_EQ(qreg[1].max_dynamic_smem("sm_86"), static_cast<int>(sizeof(mla::SmemPlanQReg)));
   MlaVerifyProblem fp8 = p;
   fp8.kv_dtype = KvDtype::kFp8E4m3;
-  auto refused = PlanMlaVerify(fp8, RtxPro6000(), {.tile = mla::kTileQReg32x32});
+  plan = PlanMlaVerify(fp8, RtxPro6000(), {.tile = mla::kTileQReg32x32});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->specialization, "h8_bool_fp8_t32x32");
+  EXPECT_EQ(plan->main_kernel, "kjit::mla::MlaVerifySplit<8, 0, 3, 1>");
+  EXPECT_EQ(plan->main.block[0], 256u);
+  EXPECT_EQ(plan->main.dynamic_smem, sizeof(mla::SmemPlanQReg));
+  driver::DeviceInfo ampere = RtxPro6000();
+  ampere.cc_major = 8, ampere.cc_minor = 6;
+  auto refused = PlanMlaVerify(fp8, ampere, {.tile = mla::kTileQReg32x32});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented) << refused.status();
   EXPECT_NE(std::string(refused.status().message()).find("32x32"), std::string::npos) << refused.status();
+  EXPECT_TRUE(PlanMlaVerify(p, ampere, {.tile = mla::kTileQReg32x32}).ok());
   EXPECT_EQ(PlanMlaVerify(p, H200(), {.tile = mla::kNumTileIds}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PlanMlaVerify(p, H200(), {.tile = -1}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PlanMlaVerify(p, H200(), {.num_splits = mla::kCombineMaxStates}).status().code(),

@@ -269,10 +269,13 @@ MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile, KvDtype kv) {
   };
   switch (mla::ResolvedTile(tile, cc_major, fp8)) {
     case mla::kTileQReg32x32: {
-      // Twice the 32x16 tile's work per KV tile; assumed as efficient per FLOP as it. bf16 only.
+      // Twice the 32x16 tile's work per KV tile; assumed as efficient per FLOP as it. Its fp8
+      // variant (SmemPlanQRegFp8 in the prefix CTAs, the bf16 plan in the tree CTA) converts e4m3
+      // with sm_89's cvt, which the host cannot tell from sm_8x's other archs by the major: it
+      // plans fp8 on compute capability 9 and later.
       using Cfg = mla::TileQReg32x32;
       return MlaVerifyTile{Cfg::kRows, Cfg::kKvTile, Cfg::kThreads,
-                           fp8 ? 0 : static_cast<int>(sizeof(mla::SmemPlanQReg)),
+                           fp8 && cc_major < 9 ? 0 : static_cast<int>(sizeof(mla::SmemPlanQReg)),
                            4.7 * Cfg::kRows * Cfg::kKvTile / (64.0 * 64.0) * 2.5};
     }
     case mla::kTile64x64:

@@ -44,10 +44,10 @@ MlaVerifyTile MlaVerifyTileFor(int cc_major);
 // mma.sync 64x64 on sm_100, 32x32 with Q in registers on sm_120, 32x16 elsewhere; mla::ResolvedTile)
 // or a forced mma.sync one (1: 32x16, 2: 64x64, 3: 32x32).
 MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile);
-// The same for a cache of element type kv: an fp8 cache's mma.sync tiles stage its bytes in shared
-// memory of their own (mla::SmemPlanFp8), and sm_120's own tile is then the 32x16 one. smem_bytes is
-// 0 where the tile has no fp8 variant (the 64x64 mma.sync tile of sm_100: its 227 KB are taken by
-// the bf16 stages; the forced 32x32 tile).
+// The same for a cache of element type kv: the 32x16 tile stages an fp8 cache's bytes in shared
+// memory of its own (mla::SmemPlanFp8), the 32x32 tile streams them and converts in registers
+// (mla::SmemPlanQRegFp8, compute capability 9 and later). smem_bytes is 0 where the tile has no fp8
+// variant (the 64x64 mma.sync tile of sm_100: its 227 KB are taken by the bf16 stages).
 MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile, KvDtype kv);
 
 // Validates what the host can (InvalidArgument saying what to fix): H in {8,16,32,64,128},
