@@ -11,7 +11,8 @@
 //           replay's time / N: the per-call cost with the graph's own launch latency spread out.
 // Sanity-checks small cases against the float64 reference first (not with --define or --timeline).
 // --tile forces the split kernel's tile (32x16: the 99 KB mma.sync tile of sm_80/sm_89, and sm_120's
-// with an fp8 cache; 32x32: sm_120's 99 KB tile with Q in registers, bf16 caches only; 64x64: the
+// with an fp8 cache; 32x32: sm_120's 99 KB tile with Q in registers (its fp8 variant streams the
+// cache's bytes and converts them in registers; compute capability 9 and later); 64x64: the
 // mma.sync tile of sm_100) on any device; arch (the default) is the device's own, and under
 // --proxy sm_120 sm_120's (32x32 for bf16 rows, 32x16 for fp8 rows).
 // --timeline compiles the kernels with per-CTA timestamps (kernel_sources/mla_verify/timeline.cuh) and
@@ -19,7 +20,7 @@
 // 6000 (proxy.cc) and projects each row onto it. --kv lists the caches each shape runs with (default
 // bf16,fp8): a bf16 cache; an fp8 e4m3 cache with dequant numerics ("fp8") or with SGLang Triton's fp8
 // numerics ("fp8-numerics"). An fp8 row's bytes count one byte per cache element; its FLOPs floor is
-// the bf16 mma.sync peak's, since both numerics run bf16 MMAs.
+// the bf16 mma.sync peak's, since both numerics run 16-bit MMAs (bf16, or f16 on the 32x32 tile).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

@@ -107,6 +107,9 @@ __device__ __forceinline__ void CombineRows(const MlaVerifyParams& p, CombineSme
 #pragma unroll
     for (int i = 0; i < kCombineBatch; ++i) {
       if (s0 + i * spr >= states) break;
+      // An empty state (LSE -inf, weight 0) is skipped, not multiplied: its O rows may be an earlier
+      // launch's (BeginSplitCta), and 0 times their NaN would still be NaN.
+      if (lse[i] == NegInf()) continue;
       const float w = FastExp2(lse[i] - m_new);
       l += w;
       const unsigned words[4] = {v[i].x, v[i].y, v[i].z, v[i].w};

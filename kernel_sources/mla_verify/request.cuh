@@ -153,5 +153,36 @@ __device__ __forceinline__ long long KvRows<kTile>::Validate(const MlaVerifyPara
   return raw;
 }
 
+// The prologue of every split body: this CTA's request and rows. Returns false when the CTA has
+// nothing to compute: a bad request (reported once) or an m-tile past the request's rows. Either
+// way, first, the rows of the CTA's tile that its read of the request leaves uncovered (m0..m0 +
+// kTileRows, within rows_cap) get an empty state: the combine reads the index pointers again, and
+// where a client rewrites them during an asynchronous launch, the combine must find in every row it
+// merges this launch's state or an empty one, never a row that an earlier launch (another client's)
+// left in the shared workspace.
+struct SplitCta {
+  Request rq;
+  int rows_b;  // the request's query rows (D_b * H) as this CTA read them
+  int m0;      // the tile's first row
+};
+template <int kHeads, int kTileRows>
+__device__ __forceinline__ bool BeginSplitCta(const MlaVerifyParams& p, int b, int split, int m_tile, int tid,
+                                              int threads, SplitCta* cta) {
+  cta->rq = LoadRequest(p, b);
+  cta->rows_b = cta->rq.draft * kHeads;  // 0 for a bad request
+  cta->m0 = m_tile * kTileRows;
+  const int first = cta->m0 > cta->rows_b ? cta->m0 : cta->rows_b;
+  const int end = cta->m0 + kTileRows < p.rows_cap ? cta->m0 + kTileRows : p.rows_cap;
+  if (first < end) {
+    float* lse = StateOf(p, b, split).lse;
+    for (int r = first + tid; r < end; r += threads) lse[r] = NegInf();
+  }
+  if (!cta->rq.ok) {
+    if (tid == 0 && split == 0 && m_tile == 0) RaiseError(kErrBadIndptr);
+    return false;
+  }
+  return cta->m0 < cta->rows_b;
+}
+
 }  // namespace mla
 }  // namespace kjit

@@ -45,15 +45,12 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   constexpr int kColGroups = Cfg::kColGroups;
   const int g = warp / kColGroups, cg = warp % kColGroups;
 
-  const Request rq = LoadRequest(p, b);
+  SplitCta cta;
+  const bool has_rows = BeginSplitCta<kHeads, Cfg::kRows>(p, b, split, m_tile, tid, kThreads, &cta);
   KJIT_STAMP(kTlRequest);
-  if (!rq.ok) {
-    if (tid == 0 && split == 0 && m_tile == 0) RaiseError(kErrBadIndptr);
-    return;
-  }
-  const int rows_b = rq.draft * kHeads;
-  const int m0 = m_tile * Cfg::kRows;
-  if (m0 >= rows_b) return;
+  if (!has_rows) return;
+  const Request rq = cta.rq;
+  const int rows_b = cta.rows_b, m0 = cta.m0;
   const bool tree = split == 0;
   long long kv_begin = 0, kv_end = rq.draft;
   if (!tree) PrefixChunk<kTile>(rq.prefix, p.num_splits, split, &kv_begin, &kv_end);

@@ -236,15 +236,12 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   // wgmma of each warpgroup's branch asynchronous.
   const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wq = warp & 3;
 
-  const Request rq = LoadRequest(p, b);
+  SplitCta cta;
+  const bool has_rows = BeginSplitCta<kHeads, kRows>(p, b, split, m_tile, tid, kThreads, &cta);
   KJIT_STAMP(kTlRequest);
-  if (!rq.ok) {
-    if (tid == 0 && split == 0 && m_tile == 0) RaiseError(kErrBadIndptr);
-    return;
-  }
-  const int rows_b = rq.draft * kHeads;
-  const int m0 = m_tile * kRows;
-  if (m0 >= rows_b) return;
+  if (!has_rows) return;
+  const Request rq = cta.rq;
+  const int rows_b = cta.rows_b, m0 = cta.m0;
   const bool tree = split == 0;
   long long kv_begin = 0, kv_end = rq.draft;
   if (!tree) PrefixChunk<kTile>(rq.prefix, p.num_splits, split, &kv_begin, &kv_end);

@@ -80,6 +80,12 @@ class DeviceCase {
     return workspace_->CopyToHost(error_word, sizeof(*error_word), error_offset);
   }
 
+  // The workspace's first `bytes` bytes.
+  Status DownloadWorkspace(std::vector<uint8_t>* out, size_t bytes) {
+    out->resize(bytes);
+    return workspace_->CopyToHost(out->data(), bytes);
+  }
+
  private:
   DeviceCase() = default;
   static bool Fp8Cache(const reference::MlaCase& c) { return c.problem.kv_dtype == kernels::KvDtype::kFp8E4m3; }

@@ -281,6 +281,44 @@ CaseSpec SmallSpec(uint64_t seed, kernels::MaskKind mask) {
   return s;
 }
 
+// Every row of every partial state that the combine may merge (rows_cap = max_draft * H per state)
+// is written by each launch: this launch's state, or an empty one where the request leaves the row
+// uncovered. So where the combine's read of the index pointers differs from the split kernel's (a
+// client rewriting them during an asynchronous launch), it still merges nothing that an earlier
+// launch, another client's, left in the shared workspace. The workspace starts poisoned (0xAB
+// bytes); max_draft 64 leaves most rows of the small case's requests uncovered, and a request whose
+// bounds are bad covers none.
+TEST_P(MlaVerifyGpu, EveryStateRowIsWrittenByEveryLaunch) {
+  GpuRuntime& rt = GpuRuntime::Get();
+  for (bool bad_request : {false, true}) {
+    MlaCase c = reference::MakeCase(SmallSpec(75, kernels::MaskKind::kBool));
+    c.problem.max_draft = 64;
+    if (bad_request) c.qo_indptr[2] = c.qo_indptr[1] - 1;  // request 1 ends before it starts
+    StatusOr<kernels::MlaVerifyPlan> plan = PlanFor(family(), c, rt.device);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    if (plan->family != kernels::kMlaVerifyFamily) return;  // the oracle keeps no partial states
+    auto d = DeviceCase::Create(c, plan->workspace_bytes);
+    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_TRUE(family().launch(*rt.kernels, *plan, c.problem, (*d)->Buffers(true), rt.stream->get()).ok());
+    ASSERT_TRUE(rt.stream->Synchronize().ok());
+    StatusOr<kernels::MlaVerifyWorkspaceLayout> ws = kernels::MlaVerifyWorkspace(c.problem, plan->num_splits);
+    ASSERT_TRUE(ws.ok()) << ws.status();
+    std::vector<uint8_t> bytes;
+    ASSERT_TRUE((*d)->DownloadWorkspace(&bytes, ws->part_o_offset).ok());
+    const size_t rows_cap = static_cast<size_t>(c.problem.max_draft) * c.problem.num_heads;
+    const size_t states = static_cast<size_t>(c.problem.batch) * (plan->num_splits + 1);
+    size_t stale = 0, first_stale = 0;
+    for (size_t i = 0; i < states * rows_cap; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, bytes.data() + ws->part_lse_offset + 4 * i, 4);
+      if (bits == 0xABABABABu && stale++ == 0) first_stale = i;
+    }
+    EXPECT_EQ(stale, 0u) << (bad_request ? "with a bad request: " : "") << stale << " of " << states * rows_cap
+                         << " state rows kept the poison, the first at state " << first_stale / rows_cap << " row "
+                         << first_stale % rows_cap;
+  }
+}
+
 TEST_P(MlaVerifyGpu, SanitizeSmallCasesBothMasks) {
   for (auto mask : {kernels::MaskKind::kBool, kernels::MaskKind::kPacked}) {
     const CaseSpec s = SmallSpec(71, mask);
