@@ -32,8 +32,8 @@
 // - P.V: one ldmatrix.x4.trans of two 16-dim chunks gives each lane the bytes (KV rows 2q, 2q + 1) x
 //   (dims 2n, 2n + 1) (n = lane / 4); a byte permute pairs them into the B fragments of the n-tile of
 //   even dims and of odd dims, so the lane's O columns are dims 4q..4q+3 of each chunk.
-// - P in f16 (dequant numerics: more precise than bf16 in [0, 256]) or rounded to e4m3 (fp8); the
-//   tree CTA's P stays bf16.
+// - P in f16, times 2^7 (dequant numerics; then more precise than bf16 for every weight above 2^-21
+//   of the largest) or rounded to e4m3 (fp8 numerics); the tree CTA's P stays bf16.
 //
 // (split_kernel.cuh's 32x16 tile on the H200 under the sm_120 proxy, ncu: one warp per scheduler,
 // more ldmatrix than MMAs; bench/results/kernel_bench-2026-12-02-h200-sm120-proxy.md.)
@@ -94,6 +94,11 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   static_assert(kFp8Rows || kRing == kIdxRing, "the bf16 tile's index ring");
   constexpr int kQStage = 1;  // Q lands here (fp8: stages 1 and 2), tile 0 beside it
   constexpr unsigned kPitch8 = Cfg::kFp8RowPitch;
+  // Dequant numerics' f16 P is P * 2^7 (at most 2^15: the lazy max keeps P <= 2^8), undone with the
+  // row's sum. f16 keeps 11 bits down to 2^-14, so only weights below 2^-21 lose bits, by at most
+  // 2^-32 each: under 2^-23 in O against |V| <= 448 and a row sum >= 1. Unscaled, weights from 2^-14
+  // down would lose them, visibly where a small weight meets a large V.
+  constexpr float kF16PScale = 128.f;
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
@@ -431,7 +436,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
       unsigned char* dst = reinterpret_cast<unsigned char*>(sm.p) + SwizzledOffset<8>(row, s_col >> 3) + (s_col & 7) * 2;
       *reinterpret_cast<unsigned*>(dst) = !kFp8Rows ? PackBf16x2(p0, p1)
                                           : round_fp8 ? RoundToE4m3PairF16x2(p0, p1)
-                                                      : PackF16x2(p0, p1);
+                                                      : PackF16x2(p0 * kF16PScale, p1 * kF16PScale);
     }
     if (__any_sync(0xffffffffu, rescale)) {
 #pragma unroll
@@ -512,7 +517,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
 #pragma unroll
     for (int q = 0; q < 4; ++q) l += sm.row_buf[q][row];
     if (m0 + row >= rows_b) continue;
-    const float inv = l > 0.f ? v_scale / l : 0.f;
+    const float inv = l > 0.f ? (kFp8Rows && !round_fp8 ? v_scale / kF16PScale : v_scale) / l : 0.f;
     if constexpr (kFp8Rows) {  // dims 16ch + 4q..4q+3: even, odd, even, odd n-tile columns
       unsigned short* dst = state.o + static_cast<long long>(m0 + row) * kVDim + c * Cfg::kVCols + (lane & 3) * 4;
 #pragma unroll
