@@ -1,4 +1,5 @@
-// bf16 and f16 conversions and packing without cuda_bf16.h (keeps NVRTC programs small and header-free).
+// bf16 and f16 conversions and packing without cuda_bf16.h (keeps NVRTC programs small and
+// header-free).
 #pragma once
 
 namespace kjit {

@@ -20,8 +20,8 @@
 //
 // An fp8 e4m3 cache (kFp8Rows, the prefix CTAs; the tree CTA reads bf16 k_extend as above): the
 // stages hold the cache's own bytes (SmemPlanQRegFp8: 3 stages of 32 rows of 592 bytes, two tiles
-// in flight behind the one computed; Q lands in stages 1 and 2), and the MMAs run in f16, into which every e4m3 value converts
-// exactly with one cvt per pair after its ldmatrix:
+// in flight behind the one computed; Q lands in stages 1 and 2), and the MMAs run in f16, into which
+// every e4m3 value converts exactly with one cvt per pair after its ldmatrix:
 // - Q.K^T: one ldmatrix.x4 of a k-step gives each lane four e4m3 bytes (dims 4q..4q+3 of its KV row,
 //   q = lane % 4) per n-tile: the B fragment of dims {4q, 4q+1 | 4q+2, 4q+3} where the MMA's k order
 //   has {2q, 2q+1 | 2q+8, 2q+9}. Q's A fragments are read in that same permuted order (a dot product
@@ -321,9 +321,10 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
       // Four n-tiles per ldmatrix.x4: register nt holds KV row 8nt + lane / 4's dims 4q..4q+3.
       auto load_k = [&](int j, unsigned (&r)[4]) { LdMatrixX4(r, kv_addr + k8_lane + j * 64); };
       auto mma_k = [&](int j, const unsigned (&r)[4]) {
+        if (KJIT_QREG_EXP == 2) return;
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt)
-          if (KJIT_QREG_EXP != 2) MmaF16(s[nt], qf[j], E4m3x2ToF16x2(static_cast<unsigned short>(r[nt] & 0xffffu)),
+          MmaF16(s[nt], qf[j], E4m3x2ToF16x2(static_cast<unsigned short>(r[nt] & 0xffffu)),
                  E4m3x2ToF16x2(static_cast<unsigned short>(r[nt] >> 16)));
       };
       unsigned x[4], y[4];
@@ -463,7 +464,8 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
 #pragma unroll
             for (int odd = 0; odd < 2; ++odd) {
               const unsigned pair = __byte_perm(r[2 * half], r[2 * half + 1], odd ? 0x7531u : 0x6420u);
-              if (KJIT_QREG_EXP != 2) MmaF16(o[4 * jj + 2 * half + odd], a, E4m3x2ToF16x2(static_cast<unsigned short>(pair & 0xffffu)),
+              if (KJIT_QREG_EXP == 2) continue;
+              MmaF16(o[4 * jj + 2 * half + odd], a, E4m3x2ToF16x2(static_cast<unsigned short>(pair & 0xffffu)),
                      E4m3x2ToF16x2(static_cast<unsigned short>(pair >> 16)));
             }
         };
