@@ -3,6 +3,8 @@
 // cuda_fp8.h. Every e4m3 value is a bf16 value, so the decode is exact.
 #pragma once
 
+#include "common/bf16.cuh"
+
 namespace kjit {
 
 // Two e4m3 bytes placed in bits 15..8 and 31..24 of x -> bf16x2 bits, NaN aside (before sm_89, and
@@ -142,20 +144,18 @@ __device__ __forceinline__ unsigned RoundToE4m3PairF16x2(float lo, float hi) {
 #else
   const unsigned b = RoundToE4m3PairBf16x2(lo, hi);
   unsigned r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(__uint_as_float(b & 0xffff0000u)), "f"(__uint_as_float(b << 16)));
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(Bf16Hi(b)), "f"(Bf16Lo(b)));
   return r;
 #endif
 }
 
 // Rounds one 16-byte chunk of eight bf16 in place to the nearest e4m3 values (fp8 numerics' q).
 __device__ __forceinline__ uint4 RoundBf16x8ToE4m3(uint4 v) {
-  auto lo_f = [](unsigned w) { return __uint_as_float(w << 16); };
-  auto hi_f = [](unsigned w) { return __uint_as_float(w & 0xffff0000u); };
   uint4 r;
-  r.x = RoundToE4m3PairBf16x2(lo_f(v.x), hi_f(v.x));
-  r.y = RoundToE4m3PairBf16x2(lo_f(v.y), hi_f(v.y));
-  r.z = RoundToE4m3PairBf16x2(lo_f(v.z), hi_f(v.z));
-  r.w = RoundToE4m3PairBf16x2(lo_f(v.w), hi_f(v.w));
+  r.x = RoundToE4m3PairBf16x2(Bf16Lo(v.x), Bf16Hi(v.x));
+  r.y = RoundToE4m3PairBf16x2(Bf16Lo(v.y), Bf16Hi(v.y));
+  r.z = RoundToE4m3PairBf16x2(Bf16Lo(v.z), Bf16Hi(v.z));
+  r.w = RoundToE4m3PairBf16x2(Bf16Lo(v.w), Bf16Hi(v.w));
   return r;
 }
 

@@ -63,17 +63,6 @@
 namespace kjit {
 namespace mla {
 
-// An f16's power-of-two scale for a row whose largest |value| is m: 2^e * m in [2^14, 2^15) (0 for
-// zero, infinite or NaN m).
-__device__ __forceinline__ int F16RowScaleExponent(float m) {
-  const int biased = static_cast<int>((__float_as_uint(m) >> 23) & 0xffu);
-  return m == 0.f || biased == 255 ? 0 : 141 - biased;  // in [-113, 141]
-}
-// 2^k for k in [-126, 127].
-__device__ __forceinline__ float Pow2(int k) { return __uint_as_float(static_cast<unsigned>(k + 127) << 23); }
-__device__ __forceinline__ float Bf16Lo(unsigned w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float Bf16Hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
-
 template <int kHeads, bool kPackedMask, bool kFp8Rows = false>
 __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   using Cfg = TileQReg32x32;
@@ -233,28 +222,29 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     __syncthreads();  // the row maxima visible; Q read by every warp, so its stages are free
     if (num_tiles > 1) gather(1);
     CpAsyncCommit();
-    int e[2] = {0, 0};
+    float q_scale[2][2] = {{1.f, 1.f}, {1.f, 1.f}};  // 2^e as two exact factors (|e| may pass 127)
     if (!round_fp8) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = warp_row0 + (lane >> 2) + 8 * h;
         const float m = fmaxf(fmaxf(sm.row_buf[0][row], sm.row_buf[1][row]), fmaxf(sm.row_buf[2][row], sm.row_buf[3][row]));
-        e[h] = F16RowScaleExponent(m);
-        q_unscale[h][0] = Pow2(-(e[h] / 2));
-        q_unscale[h][1] = Pow2(-(e[h] - e[h] / 2));
+        const int e = F16RowScaleExponent(m);
+        q_scale[h][0] = Pow2(e / 2);
+        q_scale[h][1] = Pow2(e - e / 2);
+        q_unscale[h][0] = Pow2(-(e / 2));
+        q_unscale[h][1] = Pow2(-(e - e / 2));
       }
     }
-    auto to_f16 = [&](unsigned v, int eh) {
+    auto to_f16 = [&](unsigned v, int h) {
       if (round_fp8) return RoundToE4m3PairF16x2(Bf16Lo(v), Bf16Hi(v));
-      const float s1 = Pow2(eh / 2), s2 = Pow2(eh - eh / 2);
-      return PackF16x2(Bf16Lo(v) * s1 * s2, Bf16Hi(v) * s1 * s2);
+      return PackF16x2(Bf16Lo(v) * q_scale[h][0] * q_scale[h][1], Bf16Hi(v) * q_scale[h][0] * q_scale[h][1]);
     };
 #pragma unroll
     for (int j = 0; j < kQSteps; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        qf[j][h] = to_f16(w[j][h].x, e[h]);      // a0 / a1: dims 4q, 4q + 1
-        qf[j][2 + h] = to_f16(w[j][h].y, e[h]);  // a2 / a3: dims 4q + 2, 4q + 3
+        qf[j][h] = to_f16(w[j][h].x, h);      // a0 / a1: dims 4q, 4q + 1
+        qf[j][2 + h] = to_f16(w[j][h].y, h);  // a2 / a3: dims 4q + 2, 4q + 3
       }
   } else {
     // Q's A fragments of k-steps c + 4j: rows warp_row0 + lane % 16, chunk 2c + lane / 16 of group j.
