@@ -10,11 +10,10 @@
 //   graph xN  N launches captured in one graph (as the layers of SGLang's decode step are), the
 //           replay's time / N: the per-call cost with the graph's own launch latency spread out.
 // Sanity-checks small cases against the float64 reference first (not with --define or --timeline).
-// --tile forces the split kernel's tile (32x16: the 99 KB mma.sync tile of sm_80/sm_89, and sm_120's
-// with an fp8 cache; 32x32: sm_120's 99 KB tile with Q in registers (its fp8 variant streams the
-// cache's bytes and converts them in registers; compute capability 9 and later); 64x64: the
-// mma.sync tile of sm_100) on any device; arch (the default) is the device's own, and under
-// --proxy sm_120 sm_120's (32x32 for bf16 rows, 32x16 for fp8 rows).
+// --tile forces the split kernel's tile (32x16: the 99 KB mma.sync tile of sm_80/sm_89; 32x32:
+// sm_120's 99 KB tile with Q in registers (its fp8 variant streams the cache's bytes and converts
+// them in registers; compute capability 9 and later); 64x64: the mma.sync tile of sm_100) on any
+// device; arch (the default) is the device's own, and under --proxy sm_120 sm_120's (32x32).
 // --timeline compiles the kernels with per-CTA timestamps (kernel_sources/mla_verify/timeline.cuh) and
 // adds a timeline table per row. --proxy sm_120 runs the sm_120 code path planned for the RTX PRO
 // 6000 (proxy.cc) and projects each row onto it. --kv lists the caches each shape runs with (default
@@ -61,7 +60,7 @@ struct Options {
   bool compile_only = false;
   std::vector<std::string> kv = {"bf16", "fp8"};  // --kv
   // The tile a row with this cache runs: --tile, or under --proxy sm_120 without it sm_120's own
-  // (the 32x32 tile for bf16 caches, the 32x16 one for fp8), forced onto this device.
+  // (the 32x32 tile for either cache), forced onto this device.
   int TileFor(kernels::KvDtype cache) const {
     return proxy && tile == 0 ? mla::ResolvedTile(mla::kTileArch, 12, cache == kernels::KvDtype::kFp8E4m3) : tile;
   }

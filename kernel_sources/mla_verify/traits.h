@@ -193,15 +193,13 @@ static_assert(kWgmmaSmemBytes <= kSmemLimitLarge, "sm_90a tile exceeds 227 KB");
 
 // Which tile an arch compiles and the host plans for: the same functions on both sides. sm_90
 // (compiled as sm_90a) runs the warpgroup-MMA tile; sm_100 the 64 x 64 mma.sync tile; sm_120 the
-// 32 x 32 Q-in-registers tile with a bf16 cache (0.61-0.86x the 32 x 16 tile's time on every shape
-// of the sm_120 proxy, bench/results/kernel_bench-2026-12-05-h200-sm120-proxy-qreg.md) and the
-// 32 x 16 tile with an fp8 cache (the 32 x 32 tile's fp8 variant, forced only, runs in half its time
-// under the proxy, bench/results/kernel_bench-2026-12-06-h100-sm120-proxy-fp8.md, and becomes the
-// default once its dequant fix, 885c100, has passed the GPU tests); the other 99 KB arches (sm_80,
-// sm_86, sm_89) the 32 x 16 tile.
+// 32 x 32 Q-in-registers tile for both cache types (bf16: 0.61-0.86x the 32 x 16 tile's time on every
+// shape of the sm_120 proxy, bench/results/kernel_bench-2026-12-05-h200-sm120-proxy-qreg.md; fp8:
+// about half of it, bench/results/kernel_bench-2026-12-06-h100-sm120-proxy-fp8.md); the other 99 KB
+// arches (sm_80, sm_86, sm_89) the 32 x 16 tile.
 KJIT_MLA_HOST_DEVICE constexpr bool UsesWgmmaTile(int cc_major) { return cc_major == 9; }
 KJIT_MLA_HOST_DEVICE constexpr bool UsesLargeTile(int cc_major) { return cc_major == 10; }
-KJIT_MLA_HOST_DEVICE constexpr bool UsesQRegTile(int cc_major, bool fp8) { return cc_major == 12 && !fp8; }
+KJIT_MLA_HOST_DEVICE constexpr bool UsesQRegTile(int cc_major, bool /*fp8*/) { return cc_major == 12; }
 
 // Tiles a caller may force on any arch whose limits they fit (benchmarks and tests: the sm_120 tile
 // and the mma.sync 64 x 64 tile measured on an sm_90 device). kTileArch = the arch's own tile.

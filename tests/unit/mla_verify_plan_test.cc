@@ -137,16 +137,18 @@ TEST(MlaVerifyPlanTest, TilePerArchFitsItsLimits) {
   EXPECT_EQ(big.rows, mla::Tile64x64::kRows);
   EXPECT_EQ(big.smem_bytes, static_cast<int>(sizeof(mla::SmemPlan<mla::Tile64x64>)));
   EXPECT_LE(big.smem_bytes, 232448);
-  // sm_120: the 32x32 Q-in-registers tile with a bf16 cache, the 32x16 tile with an fp8 one.
+  // sm_120: the 32x32 Q-in-registers tile for both cache types (the fp8 variant within the bf16 plan's
+  // shared memory: its tree CTA runs the bf16 body).
   EXPECT_EQ(small.rows, mla::TileQReg32x32::kRows);
   EXPECT_EQ(small.kv_tile, mla::TileQReg32x32::kKvTile);
   EXPECT_EQ(small.threads, mla::TileQReg32x32::kThreads);
   EXPECT_EQ(small.smem_bytes, static_cast<int>(sizeof(mla::SmemPlanQReg)));
   EXPECT_LE(small.smem_bytes, 101376);
   const MlaVerifyTile small_fp8 = MlaVerifyTileFor(12, mla::kTileArch, KvDtype::kFp8E4m3);
-  EXPECT_EQ(small_fp8.kv_tile, mla::Tile32x16::kKvTile);
-  EXPECT_EQ(small_fp8.threads, mla::Tile32x16::kThreads);
-  EXPECT_EQ(small_fp8.smem_bytes, static_cast<int>(sizeof(mla::SmemPlanFp8<mla::Tile32x16>)));
+  EXPECT_EQ(small_fp8.kv_tile, mla::TileQReg32x32::kKvTile);
+  EXPECT_EQ(small_fp8.threads, mla::TileQReg32x32::kThreads);
+  EXPECT_EQ(small_fp8.smem_bytes, static_cast<int>(sizeof(mla::SmemPlanQReg)));
+  EXPECT_LE(static_cast<int>(sizeof(mla::SmemPlanQRegFp8)), small_fp8.smem_bytes);
   // The other 99 KB arches keep the 32x16 tile.
   const MlaVerifyTile ampere = MlaVerifyTileFor(8);
   EXPECT_EQ(ampere.kv_tile, mla::Tile32x16::kKvTile);
@@ -360,8 +362,13 @@ TEST(MlaVerifyPlanTest, AnFp8CacheTakesTheFp8SpecializationOnEveryTileThatHasOne
   auto rtx = PlanMlaVerify(p, RtxPro6000());
   ASSERT_TRUE(rtx.ok()) << rtx.status();
   EXPECT_EQ(rtx->specialization, "h8_bool_fp8");
-  EXPECT_EQ(rtx->main.dynamic_smem, sizeof(mla::SmemPlanFp8<mla::Tile32x16>));  // a staging ring of its own
-  EXPECT_GT(rtx->main.dynamic_smem, sizeof(mla::SmemPlan<mla::Tile32x16>));
+  EXPECT_EQ(rtx->main_kernel, "kjit::mla::MlaVerifySplit<8, 0, 0, 1>");  // sm_120's own: the 32x32 tile
+  EXPECT_EQ(rtx->main.block[0], static_cast<unsigned>(mla::TileQReg32x32::kThreads));
+  EXPECT_EQ(rtx->main.dynamic_smem, sizeof(mla::SmemPlanQReg));  // its tree CTA runs the bf16 body
+  auto rtx_small = PlanMlaVerify(p, RtxPro6000(), {.tile = mla::kTile32x16});
+  ASSERT_TRUE(rtx_small.ok()) << rtx_small.status();
+  EXPECT_EQ(rtx_small->main.dynamic_smem, sizeof(mla::SmemPlanFp8<mla::Tile32x16>));  // a staging ring of its own
+  EXPECT_GT(rtx_small->main.dynamic_smem, sizeof(mla::SmemPlan<mla::Tile32x16>));
   auto forced = PlanMlaVerify(p, H200(), {.tile = mla::kTile32x16});
   ASSERT_TRUE(forced.ok()) << forced.status();
   EXPECT_EQ(forced->specialization, "h8_bool_fp8_t32x16");
