@@ -6,15 +6,15 @@
 // Warp w = 4g + c serves the 16 query rows of row group g (rows 16g..16g+15 of the CTA's 32):
 // - Q.K^T: the warp holds Q's A fragments for the k-steps ks = c, c + 4, ..., c + 32 of the 576 dims
 //   (9 of the 36, 36 registers, loaded once) and multiplies them with the whole 32-row KV tile (4
-//   n-tiles, two ldmatrix.x4 per k-step for four MMAs). The four warps of a row group exchange their
-//   partial S through shared memory, and each adds all four for all 32 KV columns in a fixed order
-//   (deterministic; the four warps hold the same S).
-// - Softmax: scale, mask, row maxima within the quad, the lazy online update (every warp of a row
-//   group sees the same maxima and takes the same decision), P (bf16; f16 over an fp8 cache) packed
-//   in registers as the A fragments of P.V (FlashAttention-2's C-to-A reuse): one barrier of the row
-//   group per tile besides the CTA's stage barrier.
+//   n-tiles, two ldmatrix.x4 per k-step for four MMAs). The four warps of a row group add their
+//   partial S through shared memory in a fixed order (deterministic), each warp keeping the 8 KV
+//   columns 8c..8c+7 for the softmax.
+// - Softmax: scale, mask, row maxima across the row group's four warps, the lazy online update
+//   (every warp of a row group sees the same maxima and takes the same decision), P (bf16; f16 over
+//   an fp8 cache) into shared memory.
 // - P.V: the warp adds its row group's P times V columns 128c..128c+127 (16 n-tiles, 64 fp32
-//   registers of O): per 16 KV rows eight transposed ldmatrix.x4 of V for 16 MMAs.
+//   registers of O): per 16 KV rows one ldmatrix.x4 of P and eight transposed ldmatrix.x4 of V for
+//   16 MMAs.
 // KV tiles of 32 rows stream through a 2-stage cp.async ring; Q first lands in stage 1 (32 rows of
 // 1152 bytes, one stage) and leaves it for registers before tile 1 is gathered there.
 //
@@ -262,18 +262,20 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   float m_run[2] = {NegInf(), NegInf()}, l_run[2] = {0.f, 0.f};
 
   // Per-lane bases. Q.K^T B fragments (K rows n0 + lane % 8 + 8 (lane / 16), chunk 2c + (lane / 8) % 2
-  // of group j; n0 = 0 and 16); P.V B fragments (V rows lane % 8 + 8 ((lane / 8) % 2), chunk 2 (np % 4) + lane / 16 of group
+  // of group j; n0 = 0 and 16); P.V A fragments (P rows warp_row0 + lane % 16, chunk 2kk + lane / 16);
+  // P.V B fragments (V rows lane % 8 + 8 ((lane / 8) % 2), chunk 2 (np % 4) + lane / 16 of group
   // np / 4 of the warp's 256 bytes of columns).
   const unsigned k_lane = (((lane >> 4) << 3) + (lane & 7)) * kRowBytes + (((2 * c + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
+  const unsigned p_lane = SmemAddr(sm.p) + (warp_row0 + (lane & 15)) * 128;
   const unsigned v_lane = ((((lane >> 3) & 1) << 3) + (lane & 7)) * kRowBytes + c * (Cfg::kVCols * 2);
   const LaneSwizzle swz_v(lane, lane >> 4);
   // e4m3 stages: K rows lane (chunk c + 4j of k-step j), V rows lane % 8 + 8 ((lane / 8) % 2) of
   // chunk 8c + lane / 16 (+ 2 per pair of chunks).
   const unsigned k8_lane = lane * kPitch8 + c * 16;
   const unsigned v8_lane = ((((lane >> 3) & 1) << 3) + (lane & 7)) * kPitch8 + (8 * c + (lane >> 4)) * 16;
-  // This thread's S elements (C fragments): rows warp_row0 + lane / 4 (+8), columns 8nt + 2 (lane % 4)
-  // (+1) of n-tile nt.
-  const int s_row = lane >> 2, s_col = 2 * (lane & 3);
+  // This thread's S elements after the reduction: rows warp_row0 + lane / 4 (+8), columns
+  // 8c + 2 (lane % 4) (+1).
+  const int s_row = lane >> 2, s_col = 8 * c + 2 * (lane & 3);
 
   for (int t = 0; t < num_tiles; ++t) {
     CpAsyncWait<kAhead - 1>();
@@ -284,25 +286,20 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     const long long raw_next = stage_next ? kv_rows.Raw(p, t + kAhead + 1, tid) : kPastEnd;  // used after the tile
 
     const unsigned kv_addr = SmemAddr(sm.kv[t % kStages]);
-    // Tree part: the mask bits of this thread's sixteen S elements (bit 8h + 2nt + j: row s_row + 8h,
-    // column 8nt + 2 (lane % 4) + j), loaded before Q.K^T so their latency hides behind it.
+    // Tree part: the mask bits of this thread's four S elements, loaded before Q.K^T so their
+    // latency hides behind it (bit 2h + j).
     unsigned tree_bits = ~0u;
     if (tree) {
       tree_bits = 0;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int rg = m0 + warp_row0 + h * 8 + s_row;
+      for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const bool ok = rg < rows_b && mask.Allowed(p, rg / kHeads, t * kTile + 8 * nt + s_col + j, rq.draft);
-            tree_bits |= (ok ? 1u : 0u) << (8 * h + 2 * nt + j);
-          }
-      }
+        for (int j = 0; j < 2; ++j) {
+          const int rg = m0 + warp_row0 + h * 8 + s_row;
+          const bool ok = rg < rows_b && mask.Allowed(p, rg / kHeads, t * kTile + s_col + j, rq.draft);
+          tree_bits |= (ok ? 1u : 0u) << (2 * h + j);
+        }
     }
-    // Which of the tile's 32 KV rows are valid (bit r: row r; masked and past-the-chunk rows are not).
-    const unsigned valid_rows = __ballot_sync(0xffffffffu, sm.idx[t % kRing][lane] >= 0);
 
     // ---- Partial S = Q.K^T over this warp's 9 k-steps, all 32 KV columns.
     float s[4][4];
@@ -370,12 +367,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
 #endif
     }
     // Partial S to shared memory (rows padded to 40 floats: the float2 accesses of a half-warp, four
-    // rows, fall in distinct banks); every warp of the row group then adds the four partials of all
-    // 32 columns in quarter order, so the four warps hold the same S, take the same maxima and the
-    // same lazy decisions, and each keeps P in registers as its P.V A fragments (the C fragments of
-    // n-tiles 2kk and 2kk + 1 are the A fragment of KV rows 16kk..16kk+15). One barrier per tile
-    // besides the stage's: the next tile writes this buffer only after the CTA-wide barrier at its
-    // top, which every warp reaches after these reads.
+    // rows, fall in distinct banks).
     {
       float* mine = &sm.s_part[g][c][0][0];
 #pragma unroll
@@ -387,55 +379,55 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     }
     NamedBarrier(1 + g, 128);
 
-    // ---- The sum of the row group's four partials, scale, mask, row maxima (within the quad).
-    float sv[4][4];
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) sv[nt][e] = 0.f;
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float2 v = q == c ? make_float2(s[nt][2 * h], s[nt][2 * h + 1])
-                                  : *reinterpret_cast<const float2*>(&sm.s_part[g][q][s_row + 8 * h][8 * nt + s_col]);
-          sv[nt][2 * h] += v.x;
-          sv[nt][2 * h + 1] += v.y;
-        }
-    float tile_max[2] = {NegInf(), NegInf()};
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e >> 1, j = e & 1, col = 8 * nt + s_col + j;
-        const bool valid = ((valid_rows >> col) & 1u) && ((tree_bits >> (8 * h + 2 * nt + j)) & 1u);
-        const float v = valid ? (kFp8Rows ? sv[nt][e] * q_unscale[h][0] * q_unscale[h][1] : sv[nt][e]) * scale : NegInf();
-        sv[nt][e] = v;
-        tile_max[h] = fmaxf(tile_max[h], v);
-      }
-
-    // ---- Online softmax update; P (bf16, or f16 over fp8 rows) into A fragments.
-    float alpha_r[2];
-    bool rescale = false;
-    unsigned pf[2][4];  // A fragments of KV rows 16kk..16kk+15
+    // ---- The sum of the row group's four partials for columns 8c.., scale, mask, row maxima.
+    const long long* idx_t = sm.idx[t % kRing];
+    float sv[2][2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float alpha;
-      const float m_use = LazyMaxUpdate(m_run[h], QuadMax(tile_max[h]), alpha);
-      alpha_r[h] = alpha;
-      float sum = 0.f;
+      float2 acc = make_float2(0.f, 0.f);
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        const float p0 = FastExp2(sv[nt][2 * h] - m_use), p1 = FastExp2(sv[nt][2 * h + 1] - m_use);
-        sum += p0 + p1;
-        pf[nt >> 1][(nt & 1) * 2 + h] = !kFp8Rows ? PackBf16x2(p0, p1)
-                                        : round_fp8 ? RoundToE4m3PairF16x2(p0, p1)
-                                                    : PackF16x2(p0 * kF16PScale, p1 * kF16PScale);
+      for (int q = 0; q < 4; ++q) {
+        const float2 v = *reinterpret_cast<const float2*>(&sm.s_part[g][q][s_row + 8 * h][s_col]);
+        acc.x += v.x;
+        acc.y += v.y;
       }
-      l_run[h] = l_run[h] * alpha + sum;  // this thread's 8 columns; the quad's sum is the row's
+      sv[h][0] = acc.x;
+      sv[h][1] = acc.y;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = NegInf();
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const bool valid = idx_t[s_col + j] >= 0 && ((tree_bits >> (2 * h + j)) & 1u);
+        const float v = valid ? (kFp8Rows ? sv[h][j] * q_unscale[h][0] * q_unscale[h][1] : sv[h][j]) * scale : NegInf();
+        sv[h][j] = v;
+        mx = fmaxf(mx, v);
+      }
+      mx = QuadMax(mx);
+      if ((lane & 3) == 0) sm.row_buf[c][warp_row0 + 8 * h + s_row] = mx;
+    }
+    NamedBarrier(1 + g, 128);
+
+    // ---- Online softmax update; P (bf16, or f16 over fp8 rows) to shared memory for the row group.
+    float alpha_r[2];
+    bool rescale = false;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp_row0 + 8 * h + s_row;
+      float tile_max = sm.row_buf[0][row];
+#pragma unroll
+      for (int q = 1; q < 4; ++q) tile_max = fmaxf(tile_max, sm.row_buf[q][row]);
+      float alpha;
+      const float m_use = LazyMaxUpdate(m_run[h], tile_max, alpha);
+      alpha_r[h] = alpha;
+      const float p0 = FastExp2(sv[h][0] - m_use), p1 = FastExp2(sv[h][1] - m_use);
+      l_run[h] = l_run[h] * alpha + (p0 + p1);
       rescale |= alpha != 1.f;
+      unsigned char* dst = reinterpret_cast<unsigned char*>(sm.p) + SwizzledOffset<8>(row, s_col >> 3) + (s_col & 7) * 2;
+      *reinterpret_cast<unsigned*>(dst) = !kFp8Rows ? PackBf16x2(p0, p1)
+                                          : round_fp8 ? RoundToE4m3PairF16x2(p0, p1)
+                                                      : PackF16x2(p0 * kF16PScale, p1 * kF16PScale);
     }
     if (__any_sync(0xffffffffu, rescale)) {
 #pragma unroll
@@ -443,11 +435,13 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[nt][e] *= alpha_r[e >> 1];
     }
+    NamedBarrier(1 + g, 128);
 
     // ---- O += P.V over the warp's 128 V columns (V = the first 512 dims of the same tile).
 #pragma unroll
     for (int kk = 0; kk < kTile / 16; ++kk) {
-      const unsigned(&a)[4] = pf[kk];
+      unsigned a[4];
+      LdMatrixX4(a, p_lane + (((2 * kk + (lane >> 4)) ^ (lane & 7)) << 4));
       if constexpr (kFp8Rows) {
         // Chunks 8c + 2jj and + 1: e4m3 pairs (bytes 0, 2 | 1, 3 of the two row halves) into the
         // n-tiles of their even dims (o[4jj], o[4jj + 2]) and odd dims (o[4jj + 1], o[4jj + 3]).
@@ -498,13 +492,22 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     if (stage_next) sm.idx[(t + kAhead + 1) % kRing][tid] = kv_rows.Validate(p, raw_next, t + kAhead + 1, tid);
   }
 
-  // ---- The normalized partial state: every warp of a row group holds the same row sums.
+  // ---- Row sums across the four warps of a row group, then the normalized partial state.
+  __syncthreads();
   KJIT_STAMP(kTlLoopEnd);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l = QuadSum(l_run[h]);
+    if ((lane & 3) == 0) sm.row_buf[c][warp_row0 + 8 * h + s_row] = l;
+  }
+  __syncthreads();
   const float v_scale = tree ? 1.f : p.v_scale;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = warp_row0 + 8 * h + s_row;
-    const float l = QuadSum(l_run[h]);
+    float l = 0.f;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) l += sm.row_buf[q][row];
     if (m0 + row >= rows_b) continue;
     const float inv = l > 0.f ? (kFp8Rows && !round_fp8 ? v_scale / kF16PScale : v_scale) / l : 0.f;
     if constexpr (kFp8Rows) {  // dims 16ch + 4q..4q+3: even, odd, even, odd n-tile columns

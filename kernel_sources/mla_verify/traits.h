@@ -65,8 +65,7 @@ using Tile32x16 = TileConfig<1, 2, 16, 2>;
 
 // sm_80/sm_89/sm_120 with a bf16 cache (split_qreg.cuh): 32 rows x 32 KV rows, 8 warps as 2 row
 // groups x 4 quarters. In Q.K^T a quarter is 9 of the 36 k-steps of 16 dims (Q's fragments held in
-// registers, the partial S summed through shared memory by every warp of the row group, P kept in
-// registers), in P.V 128 of the 512 V columns.
+// registers, the partial S summed through shared memory), in P.V 128 of the 512 V columns.
 struct TileQReg32x32 {
   static constexpr int kRows = 32;
   static constexpr int kKvTile = 32;
@@ -85,13 +84,13 @@ struct SmemPlanQReg {
   alignas(128) unsigned short kv[TileQReg32x32::kStages][TileQReg32x32::kKvTile * kKDim];  // stage 1 first holds Q
   alignas(128) float s_part[2][4][16][TileQReg32x32::kSPad];  // row group, quarter: partial S of 16 rows
   alignas(128) unsigned short p[TileQReg32x32::kRows * kPRowElems];  // bf16 P, 128-byte rows (4 chunks used)
-  float row_buf[4][TileQReg32x32::kRows];                              // fp8: per-quarter |q| maxima
+  float row_buf[4][TileQReg32x32::kRows];                              // per-quarter row maxima / sums
   long long idx[kIdxRing][TileQReg32x32::kKvTile];                     // source row per KV row; -1 = masked
 };
 static_assert(sizeof(SmemPlanQReg) <= 101376, "the 32x32 Q-in-registers tile exceeds 99 KB");
 // The same tile over an fp8 e4m3 cache (prefix CTAs; the tree CTA reads bf16 k_extend through
 // SmemPlanQReg): 3 stages of 32 e4m3 rows (two tiles in flight behind the one computed; a fourth
-// would pass the bf16 plan's size, which the launch requests for both), converted to f16 in registers after each ldmatrix. Stages 1
+// does not fit beside the partial S), converted to f16 in registers after each ldmatrix. Stages 1
 // and 2 first hold Q (bf16, SmemPlanQReg's swizzled rows).
 struct SmemPlanQRegFp8 {
   alignas(128) unsigned char kv[TileQReg32x32::kStagesFp8][TileQReg32x32::kKvTile * TileQReg32x32::kFp8RowPitch];
