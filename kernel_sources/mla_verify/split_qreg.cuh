@@ -55,7 +55,11 @@
 // KJIT_QREG_EXP (experiments only, kernel_bench --define; 0 in production): 1 = no gathers after the
 // prologue (every tile computes on stale stages), 2 = no MMAs (S and O stay zero); both wrong values,
 // to split a tile's time between its loads and its math. 3 = the bf16 Q.K^T in two accumulator sets
-// (even and odd k-steps, summed after), chains of 5 MMAs instead of 9.
+// (even and odd k-steps, summed after), chains of 5 MMAs instead of 9. 4 = the two row groups
+// ping-pong their Q.K^T (row group 1 starts tile t's once row group 0 has issued its own, row group
+// 0 starts tile t + 1's once row group 1 has issued tile t's) with no CTA barrier at a tile's top:
+// a race on the stages, so wrong values; it times how much one row group's MMAs would overlap the
+// other's softmax and P.V.
 #ifndef KJIT_QREG_EXP
 #define KJIT_QREG_EXP 0
 #endif
@@ -279,7 +283,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
 
   for (int t = 0; t < num_tiles; ++t) {
     CpAsyncWait<kAhead - 1>();
-    __syncthreads();  // tile t visible to all; every warp is done with tile t-1's stage (or Q's)
+    if (KJIT_QREG_EXP != 4) __syncthreads();  // tile t visible to all; every warp is done with tile t-1's stage (or Q's)
     if (KJIT_QREG_EXP != 1 && t + kAhead < num_tiles) gather(t + kAhead);
     CpAsyncCommit();
     const bool stage_next = tid < kTile && t + kAhead + 1 < num_tiles;
@@ -301,6 +305,10 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
         }
     }
 
+    if (KJIT_QREG_EXP == 4) {
+      if (g == 1) NamedBarrier(3, kThreads);
+      else if (t > 0) NamedBarrier(4, kThreads);
+    }
     // ---- Partial S = Q.K^T over this warp's 9 k-steps, all 32 KV columns.
     float s[4][4];
 #pragma unroll
@@ -365,6 +373,10 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[nt][e] += s_odd[nt][e];
 #endif
+    }
+    if (KJIT_QREG_EXP == 4) {
+      if (g == 0) NamedBarrierArrive(3, kThreads);
+      else if (t + 1 < num_tiles) NamedBarrierArrive(4, kThreads);
     }
     // Partial S to shared memory (rows padded to 40 floats: the float2 accesses of a half-warp, four
     // rows, fall in distinct banks).
