@@ -149,6 +149,20 @@ __device__ __forceinline__ unsigned RoundToE4m3PairF16x2(float lo, float hi) {
 #endif
 }
 
+// Four bf16 (two bf16x2 words, lower element first) -> their nearest e4m3 values (as above) packed
+// in one word, lowest byte first: an operand word of the e4m3 mma.sync. sm_89 and later (never called
+// before: no tile runs e4m3 MMAs there).
+__device__ __forceinline__ unsigned RoundBf16x4ToE4m3x4(unsigned w0, unsigned w1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  unsigned short lo, hi;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(Bf16Hi(w0)), "f"(Bf16Lo(w0)));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(Bf16Hi(w1)), "f"(Bf16Lo(w1)));
+  return static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);
+#else
+  return 0u * (w0 | w1);
+#endif
+}
+
 // Rounds one 16-byte chunk of eight bf16 in place to the nearest e4m3 values (fp8 numerics' q).
 __device__ __forceinline__ uint4 RoundBf16x8ToE4m3(uint4 v) {
   uint4 r;

@@ -49,6 +49,18 @@ __device__ __forceinline__ void MmaBf16(float (&c)[4], const unsigned (&a)[4], u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// c += a * b, e4m3 inputs (m16n8k32: each operand word four bytes along k, lowest first), fp32
+// accumulators. sm_89 and later (an empty statement before: no tile runs it there).
+__device__ __forceinline__ void MmaE4m3(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
 // c += a * b, f16 inputs, fp32 accumulators (the fp8-cache tiles: every e4m3 value is an f16).
 __device__ __forceinline__ void MmaF16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
   asm(

@@ -34,6 +34,11 @@
 //   even dims and of odd dims, so the lane's O columns are dims 4q..4q+3 of each chunk.
 // - P in f16, times 2^7 (dequant numerics; then more precise than bf16 for every weight above 2^-21
 //   of the largest) or rounded to e4m3 (fp8 numerics); the tree CTA's P stays bf16.
+// - fp8 numerics' Q.K^T: Q is e4m3 too, so k-steps 2i and 2i + 1 go into one e4m3 MMA (m16n8k32, sm_89
+//   and later) with K's loaded words as its B fragments, unconverted: half the MMAs and no
+//   conversions but k-step 8's (an f16 MMA). Native on sm_120 (twice the bf16 rate); sm_90 has no
+//   such MMA and ptxas emulates it with conversions and f16 MMAs, so the sm_120 proxy runs it 2-4%
+//   slower than the f16 path and cannot time it (kernel_bench-2026-12-06-h100-sm120-proxy-e4m3mma.md).
 //
 // (split_kernel.cuh's 32x16 tile on the H200 under the sm_120 proxy, ncu: one warp per scheduler,
 // more ldmatrix than MMAs; bench/results/kernel_bench-2026-12-02-h200-sm120-proxy.md.)
@@ -194,6 +199,10 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   // scaled by 2^e, before the scale.
   float q_unscale[2][2] = {{1.f, 1.f}, {1.f, 1.f}};
   unsigned qf[kQSteps][4];
+  // fp8 numerics over fp8 rows: Q's e4m3 A fragments of the k-step pairs (2i, 2i + 1) for the e4m3
+  // MMA (m16n8k32: a0 / a1 rows lane / 4 (+ 8), dims 4q..4q+3 of k-step 2i; a2 / a3 of k-step 2i + 1).
+  constexpr int kQPairs = kQSteps / 2;  // 4; k-step 8 stays an f16 MMA
+  unsigned qe[kQPairs][4];
   CpAsyncWait<0>();
   __syncthreads();
   KJIT_STAMP(kTlQLanded);
@@ -249,6 +258,13 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
       for (int h = 0; h < 2; ++h) {
         qf[j][h] = to_f16(w[j][h].x, h);      // a0 / a1: dims 4q, 4q + 1
         qf[j][2 + h] = to_f16(w[j][h].y, h);  // a2 / a3: dims 4q + 2, 4q + 3
+      }
+#pragma unroll
+    for (int i = 0; i < kQPairs; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        qe[i][h] = round_fp8 ? RoundBf16x4ToE4m3x4(w[2 * i][h].x, w[2 * i][h].y) : 0u;
+        qe[i][2 + h] = round_fp8 ? RoundBf16x4ToE4m3x4(w[2 * i + 1][h].x, w[2 * i + 1][h].y) : 0u;
       }
   } else {
     // Q's A fragments of k-steps c + 4j: rows warp_row0 + lane % 16, chunk 2c + lane / 16 of group j.
@@ -326,13 +342,41 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
                  E4m3x2ToF16x2(static_cast<unsigned short>(r[nt] >> 16)));
       };
       unsigned x[4], y[4];
-      load_k(0, x);
+      if (round_fp8) {
+        // Q and K both e4m3: one e4m3 MMA per n-tile for k-steps 2i and 2i + 1 (K's words as loaded,
+        // no conversion), then k-step 8 as an f16 MMA.
+        unsigned x2[4], y2[4];
+        load_k(0, x);
+        load_k(1, y);
 #pragma unroll
-      for (int j = 0; j < kQSteps; j += 2) {
-        if (j + 1 < kQSteps) load_k(j + 1, y);
-        mma_k(j, x);
-        if (j + 2 < kQSteps) load_k(j + 2, x);
-        if (j + 1 < kQSteps) mma_k(j + 1, y);
+        for (int i = 0; i < kQPairs; ++i) {
+          const bool next = i + 1 < kQPairs;
+          if (next) {
+            load_k(2 * i + 2, x2);
+            load_k(2 * i + 3, y2);
+          } else {
+            load_k(kQSteps - 1, x2);
+          }
+          if (KJIT_QREG_EXP != 2) {
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) MmaE4m3(s[nt], qe[i], x[nt], y[nt]);
+          }
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            x[k] = x2[k];
+            if (next) y[k] = y2[k];
+          }
+        }
+        mma_k(kQSteps - 1, x);
+      } else {
+        load_k(0, x);
+#pragma unroll
+        for (int j = 0; j < kQSteps; j += 2) {
+          if (j + 1 < kQSteps) load_k(j + 1, y);
+          mma_k(j, x);
+          if (j + 2 < kQSteps) load_k(j + 2, x);
+          if (j + 1 < kQSteps) mma_k(j + 1, y);
+        }
       }
     } else {
       auto load_k = [&](int j, unsigned (&b0)[4], unsigned (&b1)[4]) {
