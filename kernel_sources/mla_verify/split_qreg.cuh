@@ -299,7 +299,8 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
 
   for (int t = 0; t < num_tiles; ++t) {
     CpAsyncWait<kAhead - 1>();
-    if (KJIT_QREG_EXP != 4) __syncthreads();  // tile t visible to all; every warp is done with tile t-1's stage (or Q's)
+    // Tile t visible to all; every warp is done with tile t-1's stage (or Q's).
+    if (KJIT_QREG_EXP != 4) __syncthreads();
     if (KJIT_QREG_EXP != 1 && t + kAhead < num_tiles) gather(t + kAhead);
     CpAsyncCommit();
     const bool stage_next = tid < kTile && t + kAhead + 1 < num_tiles;

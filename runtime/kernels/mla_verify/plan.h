@@ -46,8 +46,9 @@ MlaVerifyTile MlaVerifyTileFor(int cc_major);
 MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile);
 // The same for a cache of element type kv: the 32x16 tile stages an fp8 cache's bytes in shared
 // memory of its own (mla::SmemPlanFp8), the 32x32 tile streams them and converts in registers
-// (mla::SmemPlanQRegFp8, compute capability 9 and later; sm_120's own fp8 tile). smem_bytes is 0 where the tile has no fp8 variant (the 64x64 mma.sync tile of
-// sm_100: its 227 KB are taken by the bf16 stages).
+// (mla::SmemPlanQRegFp8, compute capability 9 and later; sm_120's own fp8 tile). smem_bytes is 0
+// where the tile has no fp8 variant (the 64x64 mma.sync tile of sm_100: its 227 KB are taken by the
+// bf16 stages).
 MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile, KvDtype kv);
 
 // Validates what the host can (InvalidArgument saying what to fix): H in {8,16,32,64,128},
