@@ -165,21 +165,6 @@ __device__ __forceinline__ unsigned RoundBf16x4ToE4m3x4(unsigned w0, unsigned w1
 #endif
 }
 
-// Two f16x2 words of e4m3 values (exact: fp8 numerics' P) -> one word of four e4m3, lo's pair in the
-// low half, each pair in its order. sm_89 and later, as above.
-__device__ __forceinline__ unsigned F16x2PairToE4m3x4(unsigned lo, unsigned hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  unsigned short l, h;
-  asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(l) : "r"(lo));
-  asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(h) : "r"(hi));
-  return static_cast<unsigned>(l) | (static_cast<unsigned>(h) << 16);
-#else
-  (void)lo;
-  (void)hi;
-  return 0u;
-#endif
-}
-
 // Rounds one 16-byte chunk of eight bf16 in place to the nearest e4m3 values (fp8 numerics' q).
 __device__ __forceinline__ uint4 RoundBf16x8ToE4m3(uint4 v) {
   uint4 r;

@@ -495,50 +495,8 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     NamedBarrier(1 + g, 128);
 
     // ---- O += P.V over the warp's 128 V columns (V = the first 512 dims of the same tile).
-    if constexpr (kFp8Rows) {
-      if (round_fp8) {
-        // fp8 numerics: P and V both e4m3, one e4m3 MMA (k32) per n-tile for the whole 32-row tile.
-        // The transposed ldmatrix of KV rows 16kk.. gives, after the byte permute below, each lane
-        // KV rows {2q, 2q + 1, 2q + 8, 2q + 9} of one dim: the B word of k 4q..4q+3 (kk = 0) or of
-        // k 16 + 4q.. (kk = 1), KV row 16kk + that set. P's A words take the same k order: P's f16
-        // A fragments of 16kk.. hold KV rows (2q, 2q + 1) in a0 / a1 and (2q + 8, 2q + 9) in a2 / a3.
-        unsigned pa[2][4], pe[4];
 #pragma unroll
-        for (int kk = 0; kk < 2; ++kk) LdMatrixX4(pa[kk], p_lane + (((2 * kk + (lane >> 4)) ^ (lane & 7)) << 4));
-#pragma unroll
-        for (int kk = 0; kk < 2; ++kk) {
-          pe[2 * kk] = F16x2PairToE4m3x4(pa[kk][0], pa[kk][2]);      // row lane / 4
-          pe[2 * kk + 1] = F16x2PairToE4m3x4(pa[kk][1], pa[kk][3]);  // row lane / 4 + 8
-        }
-        auto load_v = [&](int jj, unsigned (&r0)[4], unsigned (&r1)[4]) {
-          LdMatrixX4Trans(r0, kv_addr + v8_lane + jj * 32);
-          LdMatrixX4Trans(r1, kv_addr + v8_lane + 16 * kPitch8 + jj * 32);
-        };
-        auto mma_v = [&](int jj, const unsigned (&r0)[4], const unsigned (&r1)[4]) {
-#pragma unroll
-          for (int half = 0; half < 2; ++half)
-#pragma unroll
-            for (int odd = 0; odd < 2; ++odd) {
-              const unsigned sel = odd ? 0x7531u : 0x6420u;
-              const unsigned b0 = __byte_perm(r0[2 * half], r0[2 * half + 1], sel);
-              const unsigned b1 = __byte_perm(r1[2 * half], r1[2 * half + 1], sel);
-              if (KJIT_QREG_EXP == 2) continue;
-              MmaE4m3(o[4 * jj + 2 * half + odd], pe, b0, b1);
-            }
-        };
-        unsigned u0[4], u1[4], w0[4], w1[4];
-        load_v(0, u0, u1);
-#pragma unroll
-        for (int jj = 0; jj < 4; jj += 2) {
-          load_v(jj + 1, w0, w1);
-          mma_v(jj, u0, u1);
-          if (jj + 2 < 4) load_v(jj + 2, u0, u1);
-          mma_v(jj + 1, w0, w1);
-        }
-      }
-    }
-#pragma unroll
-    for (int kk = 0; kk < (kFp8Rows && round_fp8 ? 0 : kTile / 16); ++kk) {
+    for (int kk = 0; kk < kTile / 16; ++kk) {
       unsigned a[4];
       LdMatrixX4(a, p_lane + (((2 * kk + (lane >> 4)) ^ (lane & 7)) << 4));
       if constexpr (kFp8Rows) {
