@@ -19,7 +19,9 @@
 // 6000 (proxy.cc) and projects each row onto it. --kv lists the caches each shape runs with (default
 // bf16,fp8): a bf16 cache; an fp8 e4m3 cache with dequant numerics ("fp8") or with SGLang Triton's fp8
 // numerics ("fp8-numerics"). An fp8 row's bytes count one byte per cache element; its FLOPs floor is
-// the bf16 mma.sync peak's, since both numerics run 16-bit MMAs (bf16, or f16 on the 32x32 tile).
+// the bf16 mma.sync peak's: both numerics run 16-bit MMAs (bf16, or f16 on the 32x32 tile), except
+// fp8 numerics' Q.K^T on the 32x32 tile, which runs e4m3 MMAs (twice the rate on sm_120; emulated on
+// sm_90), so that floor is conservative for those rows.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

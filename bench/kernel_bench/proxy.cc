@@ -99,7 +99,9 @@ std::string Proxy::Preamble() const {
       "the target. A second projection, the wave model, scales the time measured here by the clocks and by the "
       "ratio of the split kernel's waves on the two GPUs (equal CTAs, the same SM cycles per CTA on both): it "
       "removes the second wave that a grid of one target wave takes here, and it is the better estimate where the "
-      "two differ. The target's DRAM share is %.2f B per SM clock.\n\n",
+      "two differ. The target's DRAM share is %.2f B per SM clock. fp8-numerics rows run their Q.K^T on e4m3 "
+      "mma.sync, which sm_120 executes natively at twice the bf16 rate and sm_90 emulates with conversions and "
+      "f16 MMAs: measured on an sm_90 device, their projection overstates the target's time.\n\n",
       target.name, target.sms, target.clock_hz / 1e9, target.dram_bytes_per_s / 1e9, target.mma_flop_per_smclk,
       target.sm.smem_per_sm / 1024, target.sms, target.clock_hz / 1e9, target.dram_bytes_per_s / 1e9, target.sms, sms_,
       target.dram_bytes_per_s / (target.sms * target.clock_hz));
