@@ -27,7 +27,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,20 +60,14 @@ struct Options {
   bool proxy = false;  // --proxy sm_120
   bool compile_only = false;
   std::vector<std::string> kv = {"bf16", "fp8"};  // --kv
-  // The tile a row with this cache runs: --tile, or under --proxy sm_120 without it sm_120's own
-  // (the 32x32 tile for either cache), forced onto this device.
-  int TileFor(kernels::KvDtype cache) const {
-    return proxy && tile == 0 ? mla::ResolvedTile(mla::kTileArch, 12, cache == kernels::KvDtype::kFp8E4m3) : tile;
-  }
-  std::vector<int> Tiles() const {
-    const int a = TileFor(kernels::KvDtype::kBf16), b = TileFor(kernels::KvDtype::kFp8E4m3);
-    return a == b ? std::vector<int>{a} : std::vector<int>{a, b};
-  }
+  // The tile every row runs: --tile, or under --proxy sm_120 without it sm_120's own (the 32x32
+  // tile, for either cache), forced onto this device.
+  int Tile() const { return proxy && tile == 0 ? mla::ResolvedTile(mla::kTileArch, 12) : tile; }
 };
 
-// The mla_verify specializations of one tile that the shapes use, and (with_peak) the mma.sync
-// peak kernel of the ceilings.
-std::vector<kernels::Specialization> Specs(const std::vector<std::string>& defines, int tile, bool with_peak) {
+// The mla_verify specializations of one tile that the shapes use, and the mma.sync peak kernel of
+// the ceilings.
+std::vector<kernels::Specialization> Specs(const std::vector<std::string>& defines, int tile) {
   std::vector<kernels::Specialization> specs;
   const auto all = tile > 0 ? kernels::MlaVerifyForcedTileSpecializations(tile) : kernels::MlaVerifySpecializations();
   for (auto s : all) {
@@ -83,16 +76,16 @@ std::vector<kernels::Specialization> Specs(const std::vector<std::string>& defin
     for (const auto& d : defines) s.extra_options.push_back("-D" + d);
     specs.push_back(std::move(s));
   }
-  if (with_peak) specs.push_back(MmaPeakSpecialization());
+  specs.push_back(MmaPeakSpecialization());
   return specs;
 }
 
 StatusOr<std::vector<kernels::CompiledKernel>> Compile(const std::vector<std::string>& archs,
                                                        const std::vector<std::string>& defines, int tile,
-                                                       bool with_peak, std::string* report) {
+                                                       std::string* report) {
   kernels::KernelCompiler compiler(nullptr);
   std::vector<kernels::CompiledKernel> out;
-  auto results = compiler.GetAll(Specs(defines, tile, with_peak), archs);
+  auto results = compiler.GetAll(Specs(defines, tile), archs);
   for (auto& r : results) {
     if (!r.ok()) return r.status();
     for (const auto& res : r->resources)
@@ -167,7 +160,7 @@ Status RunShape(const Bench& bench, const Shape& s, std::string* md, std::string
     const kernels::MlaVerifyProblem p = in.problem();
     const driver::DeviceInfo& plan_dev = bench.proxy ? bench.proxy->plan_device : bench.dev;
     KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan,
-                          kernels::PlanMlaVerify(p, plan_dev, {.tile = opt.TileFor(s.kv), .num_splits = splits}));
+                          kernels::PlanMlaVerify(p, plan_dev, {.tile = opt.Tile(), .num_splits = splits}));
     ProxyResidency residency;
     if (bench.proxy) {
       KJIT_ASSIGN_OR_RETURN(residency, bench.proxy->MatchResidency(bench.table, &plan));
@@ -209,10 +202,7 @@ Status Run(Options opt) {
   std::string compile_report =
       "| spec | arch | kernel | regs | spill bytes | stack | compile ms |\n|---|---|---|---|---|---|---|\n";
   if (opt.compile_only) {
-    const std::vector<int> tiles = opt.Tiles();
-    for (int tile : tiles)
-      KJIT_RETURN_IF_ERROR(
-          Compile({"sm_90", "sm_120"}, opt.defines, tile, tile == tiles[0], &compile_report).status());
+    KJIT_RETURN_IF_ERROR(Compile({"sm_90", "sm_120"}, opt.defines, opt.Tile(), &compile_report).status());
     std::printf("%s", compile_report.c_str());
     return absl::OkStatus();
   }
@@ -222,16 +212,12 @@ Status Run(Options opt) {
   KJIT_ASSIGN_OR_RETURN(driver::Context ctx, driver::Context::RetainPrimary(dev.ordinal));
   KJIT_RETURN_IF_ERROR(ctx.MakeCurrent());
   KJIT_ASSIGN_OR_RETURN(driver::Stream stream, driver::Stream::Create());
-  std::vector<kernels::CompiledKernel> compiled;
-  const std::vector<int> tiles = opt.Tiles();
-  for (int tile : tiles) {
-    KJIT_ASSIGN_OR_RETURN(auto one, Compile({dev.arch}, opt.defines, tile, tile == tiles[0], &compile_report));
-    std::move(one.begin(), one.end(), std::back_inserter(compiled));
-  }
+  KJIT_ASSIGN_OR_RETURN(std::vector<kernels::CompiledKernel> compiled,
+                        Compile({dev.arch}, opt.defines, opt.Tile(), &compile_report));
   KJIT_ASSIGN_OR_RETURN(auto table, kernels::LoadedKernels::Load(compiled, dev));
 
   if (opt.defines.empty()) {
-    for (int tile : opt.Tiles()) KJIT_RETURN_IF_ERROR(CheckAgainstReference(*table, dev, stream.get(), tile));
+    KJIT_RETURN_IF_ERROR(CheckAgainstReference(*table, dev, stream.get(), opt.Tile()));
   } else {
     std::printf("kernels compiled with extra defines: no reference check, times only\n");
   }
@@ -241,22 +227,15 @@ Status Run(Options opt) {
     KJIT_ASSIGN_OR_RETURN(bench.proxy, Proxy::Create(dev, RtxPro6000()));
   }
 
-  const int bf16_tile = opt.TileFor(kernels::KvDtype::kBf16), fp8_tile = opt.TileFor(kernels::KvDtype::kFp8E4m3);
-  const kernels::MlaVerifyTile tile = kernels::MlaVerifyTileFor(dev.cc_major, bf16_tile);
+  const int forced_tile = opt.Tile();
+  const kernels::MlaVerifyTile tile = kernels::MlaVerifyTileFor(dev.cc_major, forced_tile);
   KJIT_ASSIGN_OR_RETURN(const double hz, MeasureSmClockHz(*table, dev, stream.get()));
-  std::string fp8_note;
-  if (fp8_tile != bf16_tile) {
-    const kernels::MlaVerifyTile f = kernels::MlaVerifyTileFor(dev.cc_major, fp8_tile, kernels::KvDtype::kFp8E4m3);
-    fp8_note = absl::StrFormat("; fp8 caches: %d rows x %d KV rows, %d threads, %d B shared memory (forced)", f.rows,
-                               f.kv_tile, f.threads, f.smem_bytes);
-  }
   std::string md = absl::StrFormat(
       "Device: %s (%s, %d SMs, SM clock %.0f MHz at the start). Ceilings measured in this run: copy %.2f TB/s "
       "(read+write), mma.sync bf16 %.0f TFLOP/s. Split tile: %d rows x %d KV rows, %d threads, %d B shared "
-      "memory%s%s. graph xN: %d calls per graph.\n\n",
+      "memory%s. graph xN: %d calls per graph.\n\n",
       dev.name, dev.arch, dev.sm_count, hz / 1e6, bench.ceil.copy_bytes_per_s / 1e12, bench.ceil.mma_flops_per_s / 1e12,
-      tile.rows, tile.kv_tile, tile.threads, tile.smem_bytes, bf16_tile > 0 ? " (forced)" : "", fp8_note,
-      opt.graph_calls);
+      tile.rows, tile.kv_tile, tile.threads, tile.smem_bytes, forced_tile > 0 ? " (forced)" : "", opt.graph_calls);
   if (bench.proxy) md += bench.proxy->Preamble();
   md += "| shape | B | H | D | P | splits | MB | GFLOP | floor us | eager us | graph us | graph xN us/call | graph/floor |";
   md += bench.proxy ? Proxy::HeaderColumns() : "";
@@ -269,7 +248,7 @@ Status Run(Options opt) {
     for (const std::string& kv : opt.kv) {
       Shape s = base;
       if (kv != "bf16") {
-        if (kernels::MlaVerifyTileFor(dev.cc_major, fp8_tile, kernels::KvDtype::kFp8E4m3).smem_bytes == 0)
+        if (kernels::MlaVerifyTileFor(dev.cc_major, forced_tile, kernels::KvDtype::kFp8E4m3).smem_bytes == 0)
           continue;  // a bf16-only tile (the plan would refuse the row)
         s.kv = kernels::KvDtype::kFp8E4m3;
         s.numerics = kv == "fp8" ? kernels::Fp8Numerics::kDequant : kernels::Fp8Numerics::kFp8;

@@ -26,9 +26,9 @@ constexpr int kArchMajor = __CUDA_ARCH__ / 100;
 constexpr int kArchMajor = 0;
 #endif
 
-// The mma.sync tile of a TileId, resolved for the compiled arch and the cache type.
-template <int kTile, int kKv>
-constexpr int kSplitTile = ResolvedTile(kTile, kArchMajor, kKv == 1);
+// The mma.sync tile of a TileId, resolved for the compiled arch.
+template <int kTile>
+constexpr int kSplitTile = ResolvedTile(kTile, kArchMajor);
 template <int kTile>
 struct SplitTile {
   using type = Tile32x16;
@@ -40,15 +40,15 @@ struct SplitTile<kTile64x64> {
 
 template <int kTile>
 constexpr bool kSplitUsesWgmma = kTile == kTileArch && UsesWgmmaTile(kArchMajor);
-template <int kTile, int kKv>
-constexpr int kSplitThreads = kSplitUsesWgmma<kTile>                    ? TileWgmma64x64::kThreads
-                              : kSplitTile<kTile, kKv> == kTileQReg32x32 ? TileQReg32x32::kThreads
-                                                                         : SplitTile<kSplitTile<kTile, kKv>>::type::kThreads;
+template <int kTile>
+constexpr int kSplitThreads = kSplitUsesWgmma<kTile>               ? TileWgmma64x64::kThreads
+                              : kSplitTile<kTile> == kTileQReg32x32 ? TileQReg32x32::kThreads
+                                                                    : SplitTile<kSplitTile<kTile>>::type::kThreads;
 
 // kMask: 0 = bool bytes, 1 = packed bits (runtime/kernels MaskKind values). kTile: a TileId; the
 // default is the compiled arch's tile. kKv: 0 = bf16 cache, 1 = fp8 e4m3 (runtime/kernels KvDtype).
 template <int kHeads, int kMask, int kTile = kTileArch, int kKv = 0>
-__global__ void __launch_bounds__(kSplitThreads<kTile, kKv>, 1)
+__global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
     MlaVerifySplit(const __grid_constant__ MlaVerifyParams p) {
   static_assert(kHeads == 8 || kHeads == 16 || kHeads == 32 || kHeads == 64 || kHeads == 128,
                 "heads per rank");
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kSplitThreads<kTile, kKv>, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     WgmmaSplitKernelBody<kHeads, kMask == 1, kKv == 1>(p);
 #endif
-  } else if constexpr (kSplitTile<kTile, kKv> == kTileQReg32x32) {
+  } else if constexpr (kSplitTile<kTile> == kTileQReg32x32) {
     if constexpr (kKv == 1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
       // The tree CTA reads bf16 k_extend; the prefix CTAs e4m3 cache rows.
@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kSplitThreads<kTile, kKv>, 1)
       QRegSplitKernelBody<kHeads, kMask == 1>(p);
     }
   } else {
-    using Cfg = typename SplitTile<kSplitTile<kTile, kKv>>::type;
+    using Cfg = typename SplitTile<kSplitTile<kTile>>::type;
     if constexpr (kKv == 1 && !kHasFp8Variant<Cfg>) {
       // No fp8 variant of this tile (traits.h); the plan refuses it, so this never runs.
       if (threadIdx.x == 0) RaiseError(kErrBadIndptr);

@@ -199,19 +199,19 @@ static_assert(kWgmmaSmemBytes <= kSmemLimitLarge, "sm_90a tile exceeds 227 KB");
 // arches (sm_80, sm_86, sm_89) the 32 x 16 tile.
 KJIT_MLA_HOST_DEVICE constexpr bool UsesWgmmaTile(int cc_major) { return cc_major == 9; }
 KJIT_MLA_HOST_DEVICE constexpr bool UsesLargeTile(int cc_major) { return cc_major == 10; }
-KJIT_MLA_HOST_DEVICE constexpr bool UsesQRegTile(int cc_major, bool /*fp8*/) { return cc_major == 12; }
+KJIT_MLA_HOST_DEVICE constexpr bool UsesQRegTile(int cc_major) { return cc_major == 12; }
 
 // Tiles a caller may force on any arch whose limits they fit (benchmarks and tests: the sm_120 tile
 // and the mma.sync 64 x 64 tile measured on an sm_90 device). kTileArch = the arch's own tile.
 enum TileId : int { kTileArch = 0, kTile32x16 = 1, kTile64x64 = 2, kTileQReg32x32 = 3 };
 constexpr int kNumTileIds = 4;
-// The mma.sync tile that kTileArch means off sm_90a (where it means the warpgroup tile), by cache
-// type; a forced tile is itself.
-KJIT_MLA_HOST_DEVICE constexpr int ResolvedTile(int tile, int cc_major, bool fp8) {
-  return tile != kTileArch       ? tile
-         : UsesQRegTile(cc_major, fp8) ? kTileQReg32x32
-         : UsesLargeTile(cc_major)     ? kTile64x64
-                                       : kTile32x16;
+// The mma.sync tile that kTileArch means off sm_90a (where it means the warpgroup tile), for both
+// cache types; a forced tile is itself.
+KJIT_MLA_HOST_DEVICE constexpr int ResolvedTile(int tile, int cc_major) {
+  return tile != kTileArch         ? tile
+         : UsesQRegTile(cc_major)  ? kTileQReg32x32
+         : UsesLargeTile(cc_major) ? kTile64x64
+                                   : kTile32x16;
 }
 
 // Combine: CTAs of kCombineThreads threads, each thread 8 output columns of one query row (one

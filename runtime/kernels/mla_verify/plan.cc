@@ -267,7 +267,7 @@ MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile, KvDtype kv) {
                                                 : 0;
     return MlaVerifyTile{Cfg::kRows, Cfg::kKvTile, Cfg::kThreads, smem, 4.7 * work * (Cfg::kRows >= 64 ? 1.0 : 2.5)};
   };
-  switch (mla::ResolvedTile(tile, cc_major, fp8)) {
+  switch (mla::ResolvedTile(tile, cc_major)) {
     case mla::kTileQReg32x32: {
       // Twice the 32x16 tile's work per KV tile; assumed as efficient per FLOP as it. Its fp8
       // variant (SmemPlanQRegFp8 in the prefix CTAs, the bf16 plan in the tree CTA) converts e4m3
