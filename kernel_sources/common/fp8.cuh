@@ -134,13 +134,20 @@ __device__ __forceinline__ unsigned RoundToE4m3PairBf16x2(float lo, float hi) {
 #endif
 }
 
-// Two floats -> their nearest e4m3 values (ties to even, saturating at +-448) as f16x2 (exact: every
-// e4m3 value is an f16; NaN stays NaN).
-__device__ __forceinline__ unsigned RoundToE4m3PairF16x2(float lo, float hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+// Two floats -> their nearest e4m3 values (ties to even, saturating at +-448; NaN stays NaN) as two
+// bytes, lo in the low one. sm_89 and later.
+__device__ __forceinline__ unsigned short RoundToE4m3x2(float lo, float hi) {
   unsigned short pair;
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
-  return E4m3x2ToF16x2(pair);
+  return pair;
+}
+#endif
+
+// Two floats -> their nearest e4m3 values (as above) as f16x2 (exact: every e4m3 value is an f16).
+__device__ __forceinline__ unsigned RoundToE4m3PairF16x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  return E4m3x2ToF16x2(RoundToE4m3x2(lo, hi));
 #else
   const unsigned b = RoundToE4m3PairBf16x2(lo, hi);
   unsigned r;
@@ -154,9 +161,7 @@ __device__ __forceinline__ unsigned RoundToE4m3PairF16x2(float lo, float hi) {
 // before: no tile runs e4m3 MMAs there).
 __device__ __forceinline__ unsigned RoundBf16x4ToE4m3x4(unsigned w0, unsigned w1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  unsigned short lo, hi;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(Bf16Hi(w0)), "f"(Bf16Lo(w0)));
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(Bf16Hi(w1)), "f"(Bf16Lo(w1)));
+  const unsigned short lo = RoundToE4m3x2(Bf16Lo(w0), Bf16Hi(w0)), hi = RoundToE4m3x2(Bf16Lo(w1), Bf16Hi(w1));
   return static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);
 #else
   (void)w0;
