@@ -29,7 +29,7 @@ namespace kjit::driver {
   X(cuModuleLoadData, 2000) X(cuModuleUnload, 2000) X(cuModuleGetFunction, 2000)                  \
   X(cuFuncGetAttribute, 2020) X(cuFuncSetAttribute, 9000) X(cuLaunchKernel, 4000)                 \
   X(cuLaunchKernelEx, 11060)                                                                      \
-  X(cuStreamCreate, 2000) X(cuStreamDestroy, 4000) X(cuStreamSynchronize, 2000)                   \
+  X(cuStreamCreate, 2000) X(cuStreamDestroy, 4000) X(cuStreamSynchronize, 2000) X(cuStreamQuery, 2000) \
   X(cuStreamWaitEvent, 3020) X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000)          \
   X(cuGraphInstantiateWithFlags, 11040) X(cuGraphLaunch, 10000) X(cuGraphDestroy, 10000)         \
   X(cuGraphExecDestroy, 10000) X(cuEventCreate, 2000) X(cuEventDestroy, 4000)                     \

@@ -1,5 +1,8 @@
 #include "runtime/launch/device_runtime.h"
 
+#include "absl/strings/str_cat.h"
+#include "runtime/common/log.h"
+
 namespace kjit::launch {
 
 StatusOr<std::unique_ptr<DeviceRuntime>> DeviceRuntime::Create(const driver::DeviceInfo& info) {
@@ -18,6 +21,20 @@ size_t DeviceRuntime::ReapFinished() {
   if (!ctx_.MakeCurrent().ok()) return in_flight_.size();
   in_flight_.Reap();
   return in_flight_.size();
+}
+
+Status DeviceRuntime::CheckUnblocked() {
+  if (blocked_.empty()) return absl::OkStatus();
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  const CUresult r = api->cuStreamQuery(stream_.get());
+  if (r == CUDA_SUCCESS) {
+    Log(LogLevel::kInfo, absl::StrCat("GPU ", info_.ordinal, ": its stream has drained; launches are taken again"));
+    blocked_.clear();
+    return absl::OkStatus();
+  }
+  if (r != CUDA_ERROR_NOT_READY) return driver::Check(r, "cuStreamQuery(launch stream)");
+  return absl::UnavailableError(absl::StrCat("GPU ", info_.ordinal, " takes no launches until its stream has run the work ",
+                                             "queued on it: ", blocked_, "; retry later"));
 }
 
 }  // namespace kjit::launch

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "runtime/driver/cuda_driver.h"
 #include "runtime/kernels/kernel_compiler.h"
@@ -44,6 +45,13 @@ class DeviceRuntime {
   // to kjitd, until the next launch on the GPU. Returns how many are still in flight.
   size_t ReapFinished();
 
+  // A synchronous launch that ran out of time left work queued on stream() (Launcher::SetTimeout):
+  // until the stream has run it, launches are refused rather than queued behind it. `why` says what
+  // the stream waits for. Hold mu() for both.
+  void Block(std::string why) { blocked_ = std::move(why); }
+  // OK, or UNAVAILABLE while blocked and the stream still busy (the block ends once it has drained).
+  Status CheckUnblocked();
+
  private:
   DeviceRuntime(driver::DeviceInfo info, driver::Context ctx, driver::Stream stream, driver::Stream readback)
       : info_(std::move(info)), ctx_(std::move(ctx)), stream_(std::move(stream)), readback_(std::move(readback)),
@@ -57,6 +65,7 @@ class DeviceRuntime {
   DeviceStaging staging_;
   ErrorWords words_;
   InFlightLaunches in_flight_;
+  std::string blocked_;  // "" unless Block() and the stream not yet seen drained
   std::mutex mu_;
 };
 

@@ -41,6 +41,15 @@ void InFlightLaunches::Reap() {
   std::erase_if(failures_, [](const auto& kv) { return kv.second.registration.expired(); });
 }
 
+std::string InFlightLaunches::OldestPendingWait() const {
+  auto api = driver::Get();
+  if (!api.ok()) return "";
+  for (const Launch& l : launches_) {
+    if ((*api)->cuEventQuery(l.done.get()) == CUDA_ERROR_NOT_READY) return l.watch.wait_event;
+  }
+  return "";
+}
+
 std::string InFlightLaunches::TakeFailure(const std::string& name, const std::shared_ptr<const void>& registration) {
   auto it = failures_.find(name);
   if (it == failures_.end()) return "";

@@ -34,6 +34,7 @@ class InFlightLaunches {
     uint32_t* word = nullptr;
     std::vector<WatchedEvent> events;
     std::function<std::string(uint32_t)> report;
+    std::string wait_event;  // the launch's kjit_wait_event, "" for none
   };
   // Keeps `refs` alive until the work queued on the stream so far has finished.
   Status Hold(std::vector<std::shared_ptr<const void>> refs, ErrorWatch watch);
@@ -44,6 +45,9 @@ class InFlightLaunches {
   // removed (under every event it was filed under); empty when none.
   std::string TakeFailure(const std::string& name, const std::shared_ptr<const void>& registration);
   size_t size() const { return launches_.size(); }
+  // The kjit_wait_event of the oldest launch whose work has not run: what the stream waits for
+  // when it does not drain ("" when no such launch names one).
+  std::string OldestPendingWait() const;
 
  private:
   struct Launch {

@@ -35,6 +35,9 @@ struct LaunchState {
   int64_t device = 0;
   std::string wait_name, signal_name;  // kjit_wait_event / kjit_signal_event ("": none)
   std::shared_ptr<const ipc::NamedEvent> wait, signal;
+  // A synchronous launch's wait event, seen complete from the host before the device was locked:
+  // nothing is queued behind it on a stream.
+  bool wait_passed = false;
   bool async() const { return !signal_name.empty(); }
 };
 

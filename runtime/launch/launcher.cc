@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/client_text.h"
+#include "runtime/common/log.h"
 #include "runtime/ipc/sigbus_guard.h"
 #include "runtime/kernels/registry.h"
 #include "runtime/launch/launch_state.h"
@@ -61,6 +63,28 @@ namespace {
 
 // A synchronous launch leaves its stream synchronized; what it queued is waited for on an error.
 using Queued = internal::QueuedWork;
+using Clock = std::chrono::steady_clock;
+
+// Polls `query` (a cuEventQuery or cuStreamQuery: CUDA_SUCCESS once the work has run) until it
+// succeeds or `deadline` passes: OK, DEADLINE_EXCEEDED (its message left to the caller), or the
+// driver's error. It spins for the first 20 ms, as a synchronization in the driver's default
+// scheduling would, so a launch's reply is not delayed past its work; then it naps 200 us at a time.
+template <class Query>
+Status PollUntil(Query query, const char* what, Clock::time_point deadline) {
+  constexpr auto kSpin = std::chrono::milliseconds(20);
+  constexpr auto kNap = std::chrono::microseconds(200);
+  const Clock::time_point start = Clock::now();
+  for (;;) {
+    const CUresult r = query();
+    if (r == CUDA_SUCCESS) return absl::OkStatus();
+    if (r != CUDA_ERROR_NOT_READY) return driver::Check(r, what);
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) return absl::DeadlineExceededError(what);
+    if (now - start >= kSpin) std::this_thread::sleep_for(std::min<Clock::duration>(kNap, deadline - now));
+  }
+}
+
+int64_t Ms(std::chrono::milliseconds t) { return static_cast<int64_t>(t.count()); }
 
 // Device memory of one launch: staging offsets by request position, the workspace, the error word.
 struct Staged {
@@ -145,7 +169,10 @@ Status HoldUntilRun(DeviceRuntime* dev, LaunchState* s, Staged* st, LaunchResult
   if (st->async_pinned) refs.push_back(std::move(st->async_pinned));
   InFlightLaunches::ErrorWatch watch;
   watch.word = st->word.host;
-  if (s->wait) watch.events.push_back({s->wait->name, s->wait});
+  if (s->wait) {
+    watch.events.push_back({s->wait->name, s->wait});
+    watch.wait_event = s->wait->name;
+  }
   watch.events.push_back({s->signal->name, s->signal});
   watch.report = [model = s->request->model, id = s->request->id, event = s->signal->name,
                   launch = std::shared_ptr<const kernels::FamilyLaunch>(std::move(s->launch))](uint32_t err) {
@@ -157,16 +184,63 @@ Status HoldUntilRun(DeviceRuntime* dev, LaunchState* s, Staged* st, LaunchResult
   return absl::OkStatus();
 }
 
-// Step 7, synchronous: outputs and the error word come back in one stream synchronization.
-Status FinishSync(const driver::Api* api, DeviceRuntime* dev, const LaunchState& s, const Staged& st,
-                  std::chrono::steady_clock::time_point t0, LaunchResult* result) {
+// Why a synchronous launch's stream had not run what it waited for within `timeout`.
+std::string StuckWhy(DeviceRuntime* dev, const LaunchState& s, std::chrono::milliseconds timeout,
+                     const char* what) {
+  const std::string waits_on = dev->in_flight().OldestPendingWait();
+  return absl::StrCat(
+      "a synchronous ", s.request->model, " launch (id '", ClientText(s.request->id), "') waited ", Ms(timeout),
+      " ms (kjitd --launch-timeout-ms) for ", what, " on GPU ", dev->info().ordinal,
+      waits_on.empty() ? std::string(", which is still busy")
+                       : absl::StrCat(", whose stream still waits for kjit_wait_event '", ClientText(waits_on),
+                                      "' of an earlier asynchronous launch"));
+}
+
+// A synchronous launch found the stream busy past its deadline before it queued anything: the GPU
+// refuses launches until the stream has drained (instead of each waiting out its deadline).
+Status BlockedBehind(DeviceRuntime* dev, const LaunchState& s, std::chrono::milliseconds timeout) {
+  const std::string why = StuckWhy(dev, s, timeout, "earlier launches");
+  dev->Block(why);
+  Log(LogLevel::kWarn, absl::StrCat(why, "; launches are refused until that stream drains"));
+  return absl::DeadlineExceededError(absl::StrCat(why, ": nothing was launched, and the GPU takes no launches "
+                                                  "until its stream has drained"));
+}
+
+// A synchronous launch whose own work has not run by its deadline: what the work uses (regions,
+// events) is held until the stream has run it, the GPU refuses launches until then, and the caller
+// is told why. The staging and the synchronous error word stay untouched meanwhile: every later
+// launch is refused before it could use them.
+Status Abandon(DeviceRuntime* dev, LaunchState* s, Queued* queued, std::chrono::milliseconds timeout) {
+  std::vector<std::shared_ptr<const void>> refs = {s->wait, s->signal};
+  for (const Located& l : s->inputs) refs.push_back(l.region);
+  for (const Located& l : s->outputs) refs.push_back(l.region);
+  const std::string why = StuckWhy(dev, *s, timeout, "its kernels");
+  if (Status held = dev->in_flight().Hold(std::move(refs), InFlightLaunches::ErrorWatch{}); !held.ok()) {
+    return held;  // `queued` still armed: the caller waits for the stream before releasing them
+  }
+  queued->armed = false;
+  dev->Block(why);
+  Log(LogLevel::kWarn, absl::StrCat(why, "; launches are refused until that stream drains"));
+  return absl::DeadlineExceededError(absl::StrCat(why, ": the launch stays queued, its outputs may still be "
+                                                  "written, and the GPU takes no launches until it has run"));
+}
+
+// Step 7, synchronous: outputs and the error word come back once the stream has run the launch,
+// waited for until `deadline`.
+Status FinishSync(const driver::Api* api, DeviceRuntime* dev, LaunchState* state, const Staged& st, Clock::time_point t0,
+                  Clock::time_point deadline, std::chrono::milliseconds timeout, Queued* queued,
+                  LaunchResult* result) {
   const CUstream stream = dev->stream();
   if (st.total > st.in_total) {
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuMemcpyDtoHAsync(st.pinned + st.in_total, st.staging + st.in_total,
                                                               st.total - st.in_total, stream),
                                        "reading the outputs"));
   }
-  KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamSynchronize(stream), "cuStreamSynchronize(launch)"));
+  const Status ran = PollUntil([&] { return api->cuStreamQuery(stream); }, "cuStreamQuery(launch)", deadline);
+  if (ran.code() == absl::StatusCode::kDeadlineExceeded) return Abandon(dev, state, queued, timeout);
+  KJIT_RETURN_IF_ERROR(ran);
+  queued->armed = false;
+  const LaunchState& s = *state;
   result->compute_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
   KJIT_RETURN_IF_ERROR(s.launch->ErrorStatus(*static_cast<volatile uint32_t*>(st.word.host)));
@@ -186,13 +260,34 @@ Status FinishSync(const driver::Api* api, DeviceRuntime* dev, const LaunchState&
   return absl::OkStatus();
 }
 
+// A synchronous launch's kjit_wait_event, waited for on the host before the GPU is locked: an
+// event that does not complete delays only this call, never another launch.
+Status WaitEventOnHost(DeviceRuntime* dev, LaunchState* s, Clock::time_point deadline,
+                       std::chrono::milliseconds timeout) {
+  KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
+  KJIT_RETURN_IF_ERROR(dev->context().MakeCurrent());
+  const CUevent event = s->wait->event->get();
+  const Status done = PollUntil([&] { return api->cuEventQuery(event); }, "cuEventQuery(kjit_wait_event)", deadline);
+  if (done.code() == absl::StatusCode::kDeadlineExceeded) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "kjit_wait_event '", ClientText(s->wait_name), "' had not completed after ", Ms(timeout),
+        " ms (kjitd --launch-timeout-ms): nothing was launched. Record the event after work that finishes, or "
+        "launch asynchronously (kjit_signal_event) to have the GPU wait for it"));
+  }
+  KJIT_RETURN_IF_ERROR(done);
+  s->wait_passed = true;
+  return absl::OkStatus();
+}
+
 // Steps 3-7 under the device's lock.
-Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, LaunchResult* result) {
+Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, LaunchResult* result, Clock::time_point deadline,
+                   std::chrono::milliseconds timeout) {
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   std::lock_guard<std::mutex> lock(dev->mu());
   KJIT_RETURN_IF_ERROR(dev->context().MakeCurrent());
   dev->in_flight().Reap();
   if (dev->kernels() == nullptr) return absl::FailedPreconditionError("kernels not loaded on this GPU");
+  KJIT_RETURN_IF_ERROR(dev->CheckUnblocked());
   // An earlier asynchronous launch's kernel errors are known only once it has run: they fail the
   // next launch on this GPU that names one of its events.
   for (const auto& ev : {s->wait, s->signal}) {
@@ -203,6 +298,16 @@ Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, LaunchResult* result) {
                                                         " (reported to the next launch that names event '",
                                                         ClientText(ev->name), "')"));
     }
+  }
+  if (!s->async()) {
+    // A synchronous launch starts on a drained stream, so nothing below waits on the host for work
+    // it did not queue (a staging buffer's growth, the read-back, the finish): an earlier
+    // asynchronous launch whose kjit_wait_event never completes costs this call its deadline and
+    // blocks the GPU until the stream drains, never a thread and the device's lock for good.
+    const Status idle =
+        PollUntil([&] { return api->cuStreamQuery(dev->stream()); }, "cuStreamQuery(earlier launches)", deadline);
+    if (idle.code() == absl::StatusCode::kDeadlineExceeded) return BlockedBehind(dev, *s, timeout);
+    KJIT_RETURN_IF_ERROR(idle);
   }
   // Declared after the lock: an oversized workspace or staging buffer goes before it is released.
   struct TrimStaging {
@@ -239,11 +344,11 @@ Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, LaunchResult* result) {
   }
 
   queued.armed = true;
-  if (s->wait) {
+  if (s->wait && !s->wait_passed) {
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(dev->stream(), s->wait->event->get(), 0),
                                        "cuStreamWaitEvent(kjit_wait_event)"));
   }
-  const auto t0 = std::chrono::steady_clock::now();
+  const Clock::time_point t0 = Clock::now();
   KJIT_RETURN_IF_ERROR(s->launch->Enqueue(*dev->kernels(), Addresses(*s, needs, st), dev->stream()));
   if (s->signal) {
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuEventRecord(s->signal->event->get(), dev->stream()),
@@ -262,9 +367,7 @@ Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, LaunchResult* result) {
     queued.armed = false;
     return absl::OkStatus();
   }
-  Status done = FinishSync(api, dev, *s, st, t0, result);
-  queued.armed = false;
-  return done;
+  return FinishSync(api, dev, s, st, t0, deadline, timeout, &queued, result);
 }
 
 }  // namespace
@@ -289,7 +392,12 @@ Status Launcher::Run(const LaunchRequest& request, LaunchResult* result) const {
   if (!internal::IndexPointersOnDevice(s)) KJIT_RETURN_IF_ERROR(internal::CheckIndexPointers(&s));
   KJIT_ASSIGN_OR_RETURN(DeviceRuntime * dev, options_.device(s.device));
   KJIT_RETURN_IF_ERROR(internal::CheckDevice(s, dev->info().ordinal));
-  return AfterDeviceError(dev, RunOnDevice(dev, &s, result));
+  // Each wait has the whole timeout: the event's, then the GPU's.
+  const std::chrono::milliseconds timeout = this->timeout();
+  if (s.wait && !s.async()) {
+    KJIT_RETURN_IF_ERROR(AfterDeviceError(dev, WaitEventOnHost(dev, &s, Clock::now() + timeout, timeout)));
+  }
+  return AfterDeviceError(dev, RunOnDevice(dev, &s, result, Clock::now() + timeout, timeout));
 }
 
 Status Launcher::AfterDeviceError(DeviceRuntime* dev, Status error) const {

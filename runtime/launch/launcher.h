@@ -17,6 +17,8 @@
 
 #include <functional>
 #include <memory>
+#include <atomic>
+#include <chrono>
 #include <span>
 #include <string>
 
@@ -43,6 +45,19 @@ class Launcher {
   };
   explicit Launcher(Options options) : options_(std::move(options)) {}
 
+  // How long a synchronous launch may wait on the host (default kDefaultTimeout): first for its
+  // kjit_wait_event, before the GPU is locked (past it: DEADLINE_EXCEEDED, nothing launched, no
+  // other launch delayed), then for its work on the GPU. Work still queued then (its stream waits
+  // behind an asynchronous launch's kjit_wait_event that has not completed) is left to the stream
+  // with what it uses held, the call answers DEADLINE_EXCEEDED, and the GPU refuses launches
+  // (UNAVAILABLE, naming what its stream waits for) until the stream has drained, instead of
+  // holding every caller's thread behind it.
+  static constexpr std::chrono::milliseconds kDefaultTimeout{10000};
+  void SetTimeout(std::chrono::milliseconds t) { timeout_ms_.store(t.count(), std::memory_order_relaxed); }
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(timeout_ms_.load(std::memory_order_relaxed));
+  }
+
   // INVALID_ARGUMENT naming what to fix for a bad request; NOT_FOUND for an unknown region or event;
   // FAILED_PRECONDITION / UNAVAILABLE when no device can run it; the kernels' errors as the family
   // reports them. `result` is filled as far as the launch got (family, outputs' descriptions).
@@ -55,6 +70,7 @@ class Launcher {
 
  private:
   Options options_;
+  std::atomic<int64_t> timeout_ms_{kDefaultTimeout.count()};
 };
 
 }  // namespace kjit::launch

@@ -160,7 +160,7 @@ Status ReadBackIndexPointers(DeviceRuntime* dev, LaunchState* s) {
   const CUstream rb = dev->readback_stream();
   // On an error return the queued copies must finish before the pinned bytes are reused.
   QueuedWork drain{api, rb, true};
-  if (s->wait) {
+  if (s->wait && !s->wait_passed) {
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(rb, s->wait->event->get(), 0),
                                        "cuStreamWaitEvent(kjit_wait_event)"));
   }

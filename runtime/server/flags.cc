@@ -81,6 +81,7 @@ bool IsLoopbackListen(const std::string& listen) {
 std::string Usage() {
   return "usage: kjitd [--socket PATH] [--listen HOST:PORT] [--metrics-listen IP:PORT] [--cache-dir DIR]\n"
          "             [--arch sm_XX[,sm_YY]] [--log-level error|warn|info|debug] [--ring-spin-us N]\n"
+         "             [--launch-timeout-ms N]\n"
          "             [--allow-tcp-system-shm] [--max-request-bytes N] [--max-regions N] [--max-sessions N]\n"
          "             [--max-rings N] [--max-system-shm-bytes N] [--token-file PATH]\n"
          "             [--enable-fault-injection] [--help]\n"
@@ -95,6 +96,10 @@ std::string Usage() {
          "  --ring-spin-us  how long a launch ring's poller thread spins for the next request before\n"
          "               it sleeps (default 200; a request that finds it asleep pays a futex wake-up;\n"
          "               spinning holds a CPU core per ring)\n"
+         "  --launch-timeout-ms  how long a synchronous launch may wait (default 10000): for its\n"
+         "               kjit_wait_event (then it fails alone, DEADLINE_EXCEEDED), and for the GPU. A GPU\n"
+         "               whose stream is still busy then (behind an asynchronous launch's kjit_wait_event\n"
+         "               that has not completed) refuses launches, UNAVAILABLE, until it drains\n"
          "  --allow-tcp-system-shm  let TCP clients register system shared memory (off: kjitd cannot\n"
          "               tell which user a TCP client is, and would open any object its own user may)\n"
          "  --max-request-bytes  largest gRPC message, and launch-ring request or response, either way\n"
@@ -132,7 +137,7 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       continue;
     }
     if (arg != "--socket" && arg != "--listen" && arg != "--metrics-listen" && arg != "--cache-dir" && arg != "--arch" &&
-        arg != "--log-level" && arg != "--ring-spin-us" && arg != "--max-request-bytes" &&
+        arg != "--log-level" && arg != "--ring-spin-us" && arg != "--launch-timeout-ms" && arg != "--max-request-bytes" &&
         arg != "--max-regions" && arg != "--max-sessions" && arg != "--max-rings" && arg != "--token-file" &&
         arg != "--max-system-shm-bytes") {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag '", argv[i], "'\n", Usage()));
@@ -161,6 +166,7 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
       f.log_level = value;
     }
     if (arg == "--ring-spin-us") KJIT_RETURN_IF_ERROR(Count(arg, value, 0, 10'000'000, &f.ring_spin_us));
+    if (arg == "--launch-timeout-ms") KJIT_RETURN_IF_ERROR(Count(arg, value, 1, 3'600'000, &f.launch_timeout_ms));
     // gRPC takes an int; below 64 KiB even a small verify request would not fit.
     if (arg == "--max-request-bytes") KJIT_RETURN_IF_ERROR(Count(arg, value, 65536, INT32_MAX, &f.max_request_bytes));
     if (arg == "--max-regions") KJIT_RETURN_IF_ERROR(Count(arg, value, 1, 1'000'000, &f.max_regions));

@@ -17,6 +17,9 @@ struct Flags {
   std::vector<std::string> archs;   // extra archs to compile at startup
   std::string log_level = "info";   // error, warn, info, debug
   int64_t ring_spin_us = 200;       // how long a launch ring's poller spins after a request
+  // How long a synchronous launch may wait on the host: for its kjit_wait_event, then for the GPU
+  // (launch::Launcher::SetTimeout).
+  int64_t launch_timeout_ms = 10000;
   // Over TCP kjitd cannot tell which user a client is, so it refuses system shared memory there
   // unless this is set (then any TCP client may map any object kjitd's user may open).
   bool allow_tcp_system_shm = false;

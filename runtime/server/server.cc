@@ -129,6 +129,7 @@ Status RunDaemon(const Flags& flags) {
   KernelService kernel(&d);
   HealthService health;  // NOT_SERVING until the kernels are loaded
   d.rings.SetSpin(std::chrono::microseconds(flags.ring_spin_us));
+  d.launcher.SetTimeout(std::chrono::milliseconds(flags.launch_timeout_ms));
   d.rings.SetHandler([&inference](const inference::ModelInferRequest& req, const ipc::Scope& session,
                                    inference::ModelInferResponse* resp) {
     return inference.Infer(req, session, resp, Transport::kRing);

@@ -1,7 +1,7 @@
 // e2e_ipc_client: a second process using kjitd the way an inference worker does (CUDA buffers
 // shared by IPC handle, launches through ModelInfer), checked bit for bit against in-process
 // launches of the same cubins and against the float64 reference.
-//   e2e_ipc_client --target unix:///path [--mode sync|async|ring|victim|after-kill|demo|cross|wrong-device]
+//   e2e_ipc_client --target unix:///path [--mode sync|async|ring|victim|after-kill|demo|cross|wrong-device|stuck]
 //                  [--device N] [--other-device M] [--prefix NAME]
 // sync:       every case, both models, region and inline variants; kv_indices >= S is reported.
 // async:      kjit_wait_event / kjit_signal_event with IPC events; no host synchronization between
@@ -14,6 +14,8 @@
 // wrong-device: run with CUDA_VISIBLE_DEVICES naming another GPU than the daemon's --device N: the
 //             registration claims device_id N for memory on another GPU, whose UUID it sends
 //             (kjit-device-uuid): INVALID_ARGUMENT.
+// stuck:      a kjit_wait_event that does not complete (e2e_stuck_wait.cc; kjitd with
+//             --launch-timeout-ms kStuckTimeoutMs): bounded answers, the GPU blocked only behind it.
 // --prefix names this client's regions and events (default "e2e"), so clients can run at once.
 #include <algorithm>
 #include <chrono>
@@ -25,6 +27,7 @@
 
 #include "runtime/kernels/mla_verify/plan.h"
 #include "tests/e2e/e2e_client.h"
+#include "tests/e2e/e2e_stuck_wait.h"
 #include "tests/e2e/stream_hold.h"
 
 namespace kjit::e2e {
@@ -470,7 +473,7 @@ int main(int argc, char** argv) {
     else if (flag == "--prefix") prefix = argv[i + 1];
     else {
       std::fprintf(stderr,
-                   "usage: e2e_ipc_client --target T [--mode sync|async|ring|victim|after-kill|demo|cross|wrong-device] "
+                   "usage: e2e_ipc_client --target T [--mode sync|async|ring|victim|after-kill|demo|cross|wrong-device|stuck] "
                    "[--device N] [--other-device M] [--prefix NAME]\n");
       return 2;
     }
@@ -491,6 +494,7 @@ int main(int argc, char** argv) {
     else if (mode == "demo") s = kjit::e2e::RunDemo(&x);
     else if (mode == "cross") s = kjit::e2e::RunCross(&x, other_device);
     else if (mode == "wrong-device") s = kjit::e2e::RunWrongDevice(&x);
+    else if (mode == "stuck") s = kjit::e2e::RunStuck(&x);
     else s = absl::InvalidArgumentError("unknown mode " + mode);
   }
   if (!s.ok()) {

@@ -50,6 +50,16 @@ TEST(Flags, DefaultsAndErrors) {
     EXPECT_EQ(Parse({"--ring-spin-us", bad}).status().code(), absl::StatusCode::kInvalidArgument) << bad;
 }
 
+TEST(Flags, LaunchTimeoutMs) {
+  EXPECT_EQ(Parse({})->launch_timeout_ms, 10000);
+  auto f = Parse({"--launch-timeout-ms=1500"});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->launch_timeout_ms, 1500);
+  for (const char* bad : {"0", "-1", "3600001", "1s", ""}) {
+    EXPECT_EQ(Parse({"--launch-timeout-ms", bad}).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST(Flags, MaxSystemShmBytes) {
   EXPECT_EQ(Parse({})->max_system_shm_bytes, int64_t{64} << 30);
   auto f = Parse({"--max-system-shm-bytes=1048576"});
