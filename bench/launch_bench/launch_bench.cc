@@ -236,6 +236,16 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
 
   auto tcp_channel = e2e::Connect(tcp);
   auto tcp_stub = inference::GRPCInferenceService::NewStub(tcp_channel);
+  // A session-less region is seen only by its registrant's identity, and a TCP client is not the
+  // Unix socket's: the TCP row registers the same arenas over TCP, under names of its own.
+  std::swap(x.infer, tcp_stub);
+  auto tcp_in = TryRegisterCuda(&x, "bench-tcp-in", *a.in), tcp_out = TryRegisterCuda(&x, "bench-tcp-out", *a.out);
+  std::swap(x.infer, tcp_stub);
+  for (const auto* r : {&tcp_in, &tcp_out}) {
+    if (!r->ok()) return r->status();
+    if (!(*r)->ok()) return absl::InternalError("CudaSharedMemoryRegister over TCP: " + (*r)->error_message());
+  }
+  const auto tcp_regions = InferRequest("mla_verify", c, l, "bench-tcp-in", "bench-tcp-out", device, false);
   auto infer = [&](inference::GRPCInferenceService::Stub* stub, const inference::ModelInferRequest& req) {
     return [stub, &req]() -> Status {
       grpc::ClientContext ctx;
@@ -296,7 +306,7 @@ StatusOr<std::vector<Row>> Run(const std::string& kjitd, int iters, int device, 
            {"Unix socketpair ping-pong, 64 bytes, two processes, spinning reads", [&] { return echo_spinning.RoundTrip(); }},
            {"ServerLive, Unix socket: gRPC round trip, no GPU work", live},
            {"ModelInfer, Unix socket, CUDA regions: indptr read-back + check, launch, sync", infer(x.infer.get(), regions)},
-           {"ModelInfer, TCP 127.0.0.1, CUDA regions: same over TCP", infer(tcp_stub.get(), regions)},
+           {"ModelInfer, TCP 127.0.0.1, CUDA regions: same over TCP", infer(tcp_stub.get(), tcp_regions)},
            {"ModelInfer, Unix socket, small tensors inline: + staging in and out", infer(x.infer.get(), inline_small)},
            {"ModelInfer, Unix socket, CUDA regions, kjit_max_draft: indptrs checked by the kernels", infer(x.infer.get(), bounded)},
            {"ModelInfer, shared-memory launch ring, CUDA regions", ring_infer(regions)},
