@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -27,7 +28,12 @@ class CancellingServer {
     thread_ = std::thread([this] { Serve(); });
   }
   ~CancellingServer() {
-    server_->Shutdown();
+    {
+      // gRPC aborts on a RequestCall after Shutdown: none is issued once this holds the lock.
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      server_->Shutdown();
+    }
     cq_->Shutdown();
     thread_.join();
   }
@@ -38,7 +44,11 @@ class CancellingServer {
     for (;;) {
       grpc::GenericServerContext ctx;
       grpc::GenericServerAsyncReaderWriter stream(&ctx);
-      generic_.RequestCall(&ctx, &stream, cq_.get(), cq_.get(), this);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) return;
+        generic_.RequestCall(&ctx, &stream, cq_.get(), cq_.get(), this);
+      }
       void* tag = nullptr;
       bool ok = false;
       if (!cq_->Next(&tag, &ok) || !ok) return;  // not ok: the server is shutting down
@@ -50,6 +60,8 @@ class CancellingServer {
   std::unique_ptr<grpc::ServerCompletionQueue> cq_;
   std::unique_ptr<grpc::Server> server_;
   std::thread thread_;
+  std::mutex mu_;
+  bool stopping_ = false;
 };
 
 TEST(ClientCancelled, ACancelledAnswerSaysKjitdStopped) {
@@ -60,7 +72,9 @@ TEST(ClientCancelled, ACancelledAnswerSaysKjitdStopped) {
   o.struct_size = sizeof(o);
   o.target = target.c_str();
   o.modes = "remote";
-  o.deadline_ms = 2000;
+  // The stand-in answers at once; a long deadline keeps a loaded machine (ctest -j, a concurrent
+  // build) from turning the CANCELLED answer into a deadline run out, which reads differently.
+  o.deadline_ms = 30000;
   o.client_name = "client_cancelled_test";
   kjit_client* c = nullptr;
   const int rc = kjit_client_create(&o, &c);
