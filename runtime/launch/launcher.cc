@@ -299,11 +299,13 @@ Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, LaunchResult* result, Clo
                                                         ClientText(ev->name), "')"));
     }
   }
-  if (!s->async()) {
+  if (!s->async() && dev->in_flight().size() > 0) {
     // A synchronous launch starts on a drained stream, so nothing below waits on the host for work
     // it did not queue (a staging buffer's growth, the read-back, the finish): an earlier
     // asynchronous launch whose kjit_wait_event never completes costs this call its deadline and
-    // blocks the GPU until the stream drains, never a thread and the device's lock for good.
+    // blocks the GPU until the stream drains, never a thread and the device's lock for good. With
+    // no asynchronous launch in flight the stream has drained already (synchronous launches leave
+    // it so), and the check is skipped.
     const Status idle =
         PollUntil([&] { return api->cuStreamQuery(dev->stream()); }, "cuStreamQuery(earlier launches)", deadline);
     if (idle.code() == absl::StatusCode::kDeadlineExceeded) return BlockedBehind(dev, *s, timeout);
