@@ -63,10 +63,14 @@ Json StatusJson(const DaemonClient& c, const Gathered& g) {
   const v1::DaemonStatusResponse& s = g.status;
   Json gpus = Json::array();
   for (const auto& d : g.devices.devices()) {
-    bool healthy = false;
-    for (const auto& h : s.gpus()) healthy |= h.ordinal() == d.ordinal() && h.healthy();
+    bool healthy = false, blocked = false;
+    for (const auto& h : s.gpus()) {
+      healthy |= h.ordinal() == d.ordinal() && h.healthy();
+      blocked |= h.ordinal() == d.ordinal() && h.blocked();
+    }
     gpus.push_back({{"ordinal", d.ordinal()}, {"name", d.name()}, {"uuid", d.uuid()}, {"arch", d.arch()},
-                    {"sm_count", d.sm_count()}, {"kernels_loaded", d.kernels_loaded()}, {"healthy", healthy}});
+                    {"sm_count", d.sm_count()}, {"kernels_loaded", d.kernels_loaded()}, {"healthy", healthy},
+                    {"blocked", blocked}});
   }
   Json kernels = Json::array();
   for (const auto& k : g.kernels.kernels()) {
@@ -117,13 +121,16 @@ void PrintText(const DaemonClient& c, const Gathered& g) {
   if (g.devices.devices_size() > 0) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& d : g.devices.devices()) {
-      bool healthy = false;
-      for (const auto& h : s.gpus()) healthy |= h.ordinal() == d.ordinal() && h.healthy();
+      bool healthy = false, blocked = false;
+      for (const auto& h : s.gpus()) {
+        healthy |= h.ordinal() == d.ordinal() && h.healthy();
+        blocked |= h.ordinal() == d.ordinal() && h.blocked();
+      }
       rows.push_back({std::to_string(d.ordinal()), d.name(), d.arch(), std::to_string(d.sm_count()), d.uuid(),
-                      d.kernels_loaded() ? "yes" : "no", healthy ? "yes" : "no"});
+                      d.kernels_loaded() ? "yes" : "no", healthy ? "yes" : "no", blocked ? "yes" : "no"});
     }
     std::printf("\n");
-    PrintTable({"gpu", "name", "arch", "SMs", "uuid", "kernels", "healthy"}, rows);
+    PrintTable({"gpu", "name", "arch", "SMs", "uuid", "kernels", "healthy", "blocked"}, rows);
   }
   if (g.kernels.kernels_size() > 0) {
     std::vector<std::vector<std::string>> rows;

@@ -17,9 +17,10 @@ StatusOr<std::unique_ptr<DeviceRuntime>> DeviceRuntime::Create(const driver::Dev
 size_t DeviceRuntime::ReapFinished() {
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return 1;  // a launch is running: it reaps, and the caller asks again
-  if (in_flight_.size() == 0) return 0;
+  if (in_flight_.size() == 0 && !blocked()) return 0;
   if (!ctx_.MakeCurrent().ok()) return in_flight_.size();
   in_flight_.Reap();
+  if (blocked()) (void)CheckUnblocked();  // a blocked GPU is seen taking launches again once drained
   return in_flight_.size();
 }
 
@@ -30,6 +31,7 @@ Status DeviceRuntime::CheckUnblocked() {
   if (r == CUDA_SUCCESS) {
     Log(LogLevel::kInfo, absl::StrCat("GPU ", info_.ordinal, ": its stream has drained; launches are taken again"));
     blocked_.clear();
+    blocked_flag_.store(false, std::memory_order_relaxed);
     return absl::OkStatus();
   }
   if (r != CUDA_ERROR_NOT_READY) return driver::Check(r, "cuStreamQuery(launch stream)");

@@ -4,6 +4,7 @@
 // are serialized by its mutex; the stream orders them on the GPU.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,15 +43,22 @@ class DeviceRuntime {
   // Drops the asynchronous launches that have run, unless a launch holds mu() right now (it reaps
   // them itself). A finished launch still holds its regions and events: without this, the last
   // launches before the daemon goes idle keep a departed client's CUDA memory mapped, and charged
-  // to kjitd, until the next launch on the GPU. Returns how many are still in flight.
+  // to kjitd, until the next launch on the GPU. Also ends a block (Block) once the stream has
+  // drained. Returns how many are still in flight.
   size_t ReapFinished();
 
   // A synchronous launch that ran out of time left work queued on stream() (Launcher::SetTimeout):
   // until the stream has run it, launches are refused rather than queued behind it. `why` says what
   // the stream waits for. Hold mu() for both.
-  void Block(std::string why) { blocked_ = std::move(why); }
+  void Block(std::string why) {
+    blocked_ = std::move(why);
+    blocked_flag_.store(true, std::memory_order_relaxed);
+  }
   // OK, or UNAVAILABLE while blocked and the stream still busy (the block ends once it has drained).
   Status CheckUnblocked();
+  // Whether launches are refused (as last seen; no lock needed), and why ("" when not; hold mu()).
+  bool blocked() const { return blocked_flag_.load(std::memory_order_relaxed); }
+  const std::string& blocked_reason() const { return blocked_; }
 
  private:
   DeviceRuntime(driver::DeviceInfo info, driver::Context ctx, driver::Stream stream, driver::Stream readback)
@@ -66,6 +74,7 @@ class DeviceRuntime {
   ErrorWords words_;
   InFlightLaunches in_flight_;
   std::string blocked_;  // "" unless Block() and the stream not yet seen drained
+  std::atomic<bool> blocked_flag_{false};
   std::mutex mu_;
 };
 

@@ -23,7 +23,7 @@ DaemonState ReadDaemonState(Daemon& d) {
     for (const auto& dev : d.devices) {
       const driver::DeviceInfo& info = dev->info();
       const bool loaded = dev->kernels() != nullptr;
-      s.gpus.push_back({info.ordinal, info.arch, info.name, info.uuid, loaded, loaded && !s.poisoned});
+      s.gpus.push_back({info.ordinal, info.arch, info.name, info.uuid, loaded, loaded && !s.poisoned, dev->blocked()});
     }
   }
   return s;

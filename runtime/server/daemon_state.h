@@ -15,6 +15,7 @@ struct GpuState {
   std::string arch, name, uuid;
   bool kernels_loaded = false;
   bool healthy = false;  // kernels loaded and the daemon not poisoned
+  bool blocked = false;  // launches refused until the launch stream drains (DeviceRuntime::blocked)
 };
 
 struct DaemonState {

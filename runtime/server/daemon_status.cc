@@ -29,6 +29,7 @@ grpc::Status KernelService::DaemonStatus(grpc::ServerContext* ctx, const v1::Dae
     out->set_arch(g.arch);
     out->set_kernels_loaded(g.kernels_loaded);
     out->set_healthy(g.healthy);
+    out->set_blocked(g.blocked);
   }
   return grpc::Status::OK;
 }

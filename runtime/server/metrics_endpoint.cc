@@ -142,6 +142,14 @@ void CollectState(Daemon& d, std::vector<MetricFamily>* out) {
     Add(&gpu, {{"gpu", std::to_string(g.ordinal)}, {"arch", g.arch}, {"uuid", g.uuid}}, g.healthy);
   }
   out->push_back(std::move(gpu));
+  MetricFamily blocked = Family("kjit_gpu_blocked",
+                                "1 while the GPU refuses launches until its stream drains (behind an asynchronous "
+                                "launch's kjit_wait_event that has not completed; kjitd --launch-timeout-ms)",
+                                MetricType::Gauge);
+  for (const GpuState& g : s.gpus) {
+    Add(&blocked, {{"gpu", std::to_string(g.ordinal)}, {"arch", g.arch}, {"uuid", g.uuid}}, g.blocked);
+  }
+  out->push_back(std::move(blocked));
 }
 
 class DaemonCollector final : public prometheus::Collectable {

@@ -30,6 +30,7 @@ std::string DescribeState(Daemon& d) {
     std::lock_guard<std::mutex> lock(dev->mu());
     absl::StrAppend(&out, "; GPU ", dev->info().ordinal, " (", dev->info().arch, "): ", dev->in_flight().size(),
                     " asynchronous launches in flight");
+    if (dev->blocked()) absl::StrAppend(&out, ", refusing launches until its stream drains (", dev->blocked_reason(), ")");
   }
   if (d.cache) {
     const cache::Stats s = d.cache->stats();

@@ -7,8 +7,9 @@
 //   2. an asynchronous launch waiting on "-ready" is queued (its reply comes at once); the next
 //      synchronous launch cannot start behind it: DEADLINE_EXCEEDED after the timeout, naming the
 //      event; launches after it, synchronous or not, are refused at once (UNAVAILABLE);
+//      DaemonStatus shows the GPU blocked meanwhile;
 //   3. once the hold is released the asynchronous launch runs (its o equals an in-process launch)
-//      and the GPU takes launches again (a synchronous launch answers correctly).
+//      and the GPU takes launches again (a synchronous launch answers correctly; not blocked).
 #include "tests/e2e/e2e_stuck_wait.h"
 
 #include <chrono>
@@ -84,6 +85,19 @@ Status RunStuck(Client* x) {
   };
   std::vector<uint16_t> o_free, o_async, o_again;
 
+  // DaemonStatus's word on this GPU: refusing launches until its stream drains?
+  auto gpu_blocked = [&]() -> StatusOr<bool> {
+    grpc::ClientContext ctx;
+    kjit::v1::DaemonStatusRequest req;
+    kjit::v1::DaemonStatusResponse resp;
+    const grpc::Status s = x->kernels->DaemonStatus(&ctx, req, &resp);
+    if (!s.ok()) return absl::InternalError("DaemonStatus: " + s.error_message());
+    for (const auto& g : resp.gpus()) {
+      if (g.ordinal() == x->device) return g.blocked();
+    }
+    return absl::InternalError(absl::StrCat("DaemonStatus lists no GPU ", x->device));
+  };
+
   KJIT_ASSIGN_OR_RETURN(std::unique_ptr<StreamHold> hold, StreamHold::Start(cs, kHoldLimit));
   KJIT_RETURN_IF_ERROR(ready.Record(cs));
   auto pending = [&] { return api->cuEventQuery(ready.get()) == CUDA_ERROR_NOT_READY; };
@@ -125,6 +139,8 @@ Status RunStuck(Client* x) {
                                 static_cast<int>(refused.status.error_code()), " '", refused.status.error_message(),
                                 "' after ", refused.seconds, " s"));
   }
+  KJIT_ASSIGN_OR_RETURN(const bool blocked, gpu_blocked());
+  KJIT_E2E_CHECK(blocked, "DaemonStatus does not show the GPU blocked while it refuses launches");
   KJIT_E2E_CHECK(pending(), "'-ready' completed while the client's stream was held");
   std::printf("PASS stuck: behind a pending async launch, a sync launch: DEADLINE_EXCEEDED in %.2f s (%s); then "
               "UNAVAILABLE at once\n", behind.seconds, behind.status.error_message().c_str());
@@ -142,6 +158,8 @@ Status RunStuck(Client* x) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   KJIT_E2E_CHECK(again.status.ok(), "a launch after the release: " + again.status.error_message());
+  KJIT_ASSIGN_OR_RETURN(const bool still_blocked, gpu_blocked());
+  KJIT_E2E_CHECK(!still_blocked, "DaemonStatus still shows the GPU blocked after it took a launch again");
   KJIT_RETURN_IF_ERROR(read_o(&o_again));
   KJIT_ASSIGN_OR_RETURN(InProcessResult mine, RunInProcess("mla_verify", *x->loaded, x->info, l, a.in->base(), cs));
   for (const auto& [o, what] : {std::pair{&o_free, "the launch after the failed wait"},
