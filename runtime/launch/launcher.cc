@@ -261,8 +261,8 @@ Status FinishSync(const driver::Api* api, DeviceRuntime* dev, LaunchState* state
 }
 
 // A synchronous launch's kjit_wait_event, waited for on the host before the GPU is locked: an
-// event that does not complete fails only this call and holds no lock (the calling thread waits:
-// over gRPC one of the ModelInfer threads, grpc_queues.h).
+// event that does not complete fails only this call and holds no lock (the calling thread waits;
+// over gRPC a thread of the call's own, grpc_queues.h).
 Status WaitEventOnHost(DeviceRuntime* dev, LaunchState* s, Clock::time_point deadline,
                        std::chrono::milliseconds timeout) {
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());

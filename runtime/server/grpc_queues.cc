@@ -1,8 +1,11 @@
 #include "runtime/server/grpc_queues.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <exception>
+#include <mutex>
 #include <new>
+#include <thread>
 
 #include "runtime/common/log.h"
 
@@ -16,10 +19,43 @@ class Call {
   virtual void Proceed(bool ok) = 0;
 };
 
+// Calls answered on threads of their own (InferenceService::InferMayWait): counted, so that the
+// queues are shut down only once each has posted its answer (posting to a shut-down queue aborts).
+class OffloadedCalls {
+ public:
+  static constexpr int kMax = 64;  // past it a call waits on its queue's thread, as before
+  bool TryAcquire() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (count_ >= kMax) return false;
+    ++count_;
+    return true;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--count_ == 0) cv_.notify_all();
+  }
+  void WaitForNone() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return count_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int count_ = 0;
+};
+OffloadedCalls& Offloaded() {
+  static OffloadedCalls* const calls = new OffloadedCalls;
+  return *calls;
+}
+
 // A unary call of one method: posted (waiting for a request), then answered, then deleted. A new
 // call of the same method is posted as soon as this one has its request, so the method always has
-// one waiting. kPost is the service's generated RequestX, kHandle its handler.
-template <typename Request, typename Response, auto kPost, auto kHandle>
+// one waiting. kPost is the service's generated RequestX, kHandle its handler; kMayWait (or null)
+// tells a request whose handler may wait long, which is then handled and answered on a thread of
+// its own so that the queue's thread keeps serving (a synchronous launch's kjit_wait_event may
+// take up to --launch-timeout-ms).
+template <typename Request, typename Response, auto kPost, auto kHandle, auto kMayWait = nullptr>
 class UnaryCall final : public Call {
  public:
   UnaryCall(InferenceService* service, grpc::ServerCompletionQueue* cq)
@@ -33,6 +69,34 @@ class UnaryCall final : public Call {
       return;
     }
     new UnaryCall(service_, cq_);
+    answered_ = true;  // before the answer: its completion comes back here and deletes the call
+    if constexpr (kMayWait != nullptr) {
+      // Out of memory or threads, the call is answered here as any other (Handle turns the
+      // exceptions into statuses).
+      bool may_wait = false;
+      try {
+        may_wait = (service_->*kMayWait)(request_);
+      } catch (const std::exception&) {
+      }
+      if (may_wait && Offloaded().TryAcquire()) {
+        try {
+          std::thread([this] {
+            const grpc::Status status = Handle();
+            responder_.Finish(response_, status, this);  // the last use of the call on this thread
+            Offloaded().Release();
+          }).detach();
+          return;
+        } catch (const std::exception&) {
+          Offloaded().Release();
+        }
+      }
+    }
+    const grpc::Status status = Handle();
+    responder_.Finish(response_, status, this);
+  }
+
+ private:
+  grpc::Status Handle() {
     grpc::Status status;
     // An exception must not leave this thread (it would end the process): out of memory is the
     // client's RESOURCE_EXHAUSTED, anything else INTERNAL, and the daemon keeps serving.
@@ -49,11 +113,9 @@ class UnaryCall final : public Call {
       status = grpc::Status(grpc::StatusCode::INTERNAL, "kjitd failed on this request; see its log");
       LogRateLimited(LogLevel::kError, "exception", absl::StrCat("a request failed: ", e.what()));
     }
-    answered_ = true;
-    responder_.Finish(response_, status, this);
+    return status;
   }
 
- private:
   InferenceService* service_;
   grpc::ServerCompletionQueue* cq_;
   grpc::ServerContext ctx_;
@@ -66,7 +128,7 @@ class UnaryCall final : public Call {
 using LiveCall = UnaryCall<inference::ServerLiveRequest, inference::ServerLiveResponse,
                            &InferenceService::RequestServerLive, &InferenceService::Live>;
 using InferCall = UnaryCall<grpc::ByteBuffer, grpc::ByteBuffer, &InferenceService::RequestModelInfer,
-                            &InferenceService::InferBytes>;
+                            &InferenceService::InferBytes, &InferenceService::InferMayWait>;
 
 // Calls of each method posted per queue: a burst of clients finds one waiting without a re-post.
 constexpr int kPostedPerMethod = 2;
@@ -99,6 +161,7 @@ void CompletionQueueThreads::Start() {
 void CompletionQueueThreads::Shutdown() {
   if (stopped_) return;
   stopped_ = true;
+  Offloaded().WaitForNone();  // each answers within --launch-timeout-ms
   for (auto& q : queues_) q->Shutdown();  // the threads drain what is left, then Next returns false
   for (auto& t : threads_) t.join();
   if (!started_) {  // never started: drain here

@@ -5,7 +5,9 @@
 // service of health_service.h). Every other method stays synchronous.
 //
 // Nothing slow may run on these threads: a synchronous ModelInfer holds one for its launch and
-// stream sync (tens of us), an asynchronous one for its enqueue. Calls are not routed by GPU; one
+// stream sync (tens of us), an asynchronous one for its enqueue. A synchronous ModelInfer with a
+// kjit_wait_event, which may wait up to --launch-timeout-ms for the event, is answered on a thread
+// of its own (at most 64 at once; Shutdown waits for them). Calls are not routed by GPU; one
 // thread per GPU lets two GPUs' launches run at the same time.
 #pragma once
 

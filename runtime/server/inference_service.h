@@ -24,6 +24,10 @@ class InferenceService final : public InferenceServiceBase {
   grpc::Status Live(const grpc::ServerContext& ctx, const inference::ServerLiveRequest& req,
                     inference::ServerLiveResponse* resp);
   grpc::Status InferBytes(const grpc::ServerContext& ctx, const grpc::ByteBuffer& req, grpc::ByteBuffer* resp);
+  // Whether the request is a synchronous launch with a kjit_wait_event: its call may wait up to
+  // --launch-timeout-ms for the event, so grpc_queues.cc answers it on a thread of its own. Cheap
+  // for every other request (a scan of its bytes for the parameter's name).
+  bool InferMayWait(const grpc::ByteBuffer& req) const;
   // token.h's check with the daemon's token, for the asynchronous methods (grpc_queues.cc).
   grpc::Status CheckToken(const grpc::ServerContext& ctx) const;
   // ModelInfer's work, statistics included, for every transport (gRPC, launch rings), in the

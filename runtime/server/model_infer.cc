@@ -3,8 +3,10 @@
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/support/byte_buffer.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/common/log.h"
@@ -37,6 +39,42 @@ Status InferenceService::Infer(const inference::ModelInferRequest& req, const ip
     if (LogEnabled(LogLevel::kDebug)) Log(LogLevel::kDebug, absl::StrCat("ModelInfer: ", s.ToString()));
   }
   return s;
+}
+
+bool InferenceService::InferMayWait(const grpc::ByteBuffer& req) const {
+  static constexpr std::string_view kWait = "kjit_wait_event";
+  std::vector<grpc::Slice> slices;
+  if (!req.Dump(&slices).ok()) return false;
+  auto view = [](const grpc::Slice& s) { return std::string_view(reinterpret_cast<const char*>(s.begin()), s.size()); };
+  // The common case, no such parameter, costs a scan of the bytes where they are: each slice, and
+  // each seam between two slices (all of them joined where a slice is shorter than the name).
+  bool named = false, tiny = false;
+  for (const grpc::Slice& s : slices) tiny |= s.size() < kWait.size();
+  if (tiny) {
+    std::string all;
+    for (const grpc::Slice& s : slices) all.append(view(s));
+    named = all.find(kWait) != std::string::npos;
+  }
+  for (size_t i = 0; i < slices.size() && !named && !tiny; ++i) {
+    const std::string_view v = view(slices[i]);
+    named = v.find(kWait) != std::string_view::npos;
+    if (!named && i + 1 < slices.size()) {
+      const std::string_view next = view(slices[i + 1]);
+      std::string seam(v.substr(v.size() - std::min(v.size(), kWait.size() - 1)));
+      seam.append(next.substr(0, std::min(next.size(), kWait.size() - 1)));
+      named = seam.find(kWait) != std::string::npos;
+    }
+  }
+  if (!named) return false;
+  std::string bytes;
+  for (const grpc::Slice& s : slices) bytes.append(view(s));
+  inference::ModelInferRequest parsed;
+  if (!parsed.ParseFromString(bytes)) return false;  // answered inline, as an invalid request
+  auto has_string = [&](const char* name) {
+    const auto it = parsed.parameters().find(name);
+    return it != parsed.parameters().end() && it->second.has_string_param() && !it->second.string_param().empty();
+  };
+  return has_string("kjit_wait_event") && !has_string("kjit_signal_event");
 }
 
 grpc::Status InferenceService::InferBytes(const grpc::ServerContext& ctx, const grpc::ByteBuffer& req,

@@ -3,7 +3,8 @@
 // kStuckTimeoutMs (tests/gpu/e2e_stuck.sh). The client's stream is held on a host flag (StreamHold)
 // with the "-ready" event recorded behind it, so "-ready" stays pending until the hold is released:
 //   1. a synchronous launch waiting on "-ready": DEADLINE_EXCEEDED after the timeout, and nothing
-//      else delayed: the next synchronous launch without a wait event answers at once, correctly;
+//      else delayed: a launch sent over gRPC while it waits answers at once, and so does the next
+//      synchronous launch without a wait event, correctly;
 //   2. an asynchronous launch waiting on "-ready" is queued (its reply comes at once); the next
 //      synchronous launch cannot start behind it: DEADLINE_EXCEEDED after the timeout, naming the
 //      event; launches after it, synchronous or not, are refused at once (UNAVAILABLE);
@@ -102,8 +103,18 @@ Status RunStuck(Client* x) {
   KJIT_RETURN_IF_ERROR(ready.Record(cs));
   auto pending = [&] { return api->cuEventQuery(ready.get()) == CUDA_ERROR_NOT_READY; };
 
-  // 1. A synchronous launch on an event that does not complete fails alone.
-  const Answer sync_wait = call(request("sync-wait", true, false));
+  // 1. A synchronous launch on an event that does not complete fails alone, and holds nothing that
+  // another call needs while it waits: a launch sent meanwhile over gRPC answers at once.
+  Answer sync_wait{}, meanwhile{};
+  {
+    std::thread waiter([&] { sync_wait = call(request("sync-wait", true, false)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    meanwhile = call(request("sync-meanwhile", false, false));
+    waiter.join();
+  }
+  KJIT_E2E_CHECK(meanwhile.status.ok() && meanwhile.seconds < 0.5 * timeout_s,
+                 absl::StrCat("a launch sent while a synchronous call waited for its event: '",
+                              meanwhile.status.error_message(), "' after ", meanwhile.seconds, " s"));
   KJIT_E2E_CHECK(sync_wait.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
                      absl::StrContains(sync_wait.status.error_message(), x->prefix + "-ready"),
                  absl::StrCat("sync launch on a pending wait event: code ", static_cast<int>(sync_wait.status.error_code()),
@@ -116,8 +127,9 @@ Status RunStuck(Client* x) {
                  absl::StrCat("a launch after the failed wait: '", free_call.status.error_message(), "' after ",
                               free_call.seconds, " s"));
   KJIT_RETURN_IF_ERROR(read_o(&o_free));
-  std::printf("PASS stuck: a sync launch on a pending wait event: DEADLINE_EXCEEDED in %.2f s (%s); the next launch "
-              "answered in %.3f s\n", sync_wait.seconds, sync_wait.status.error_message().c_str(), free_call.seconds);
+  std::printf("PASS stuck: a sync launch on a pending wait event: DEADLINE_EXCEEDED in %.2f s (%s); a launch sent "
+              "while it waited answered in %.3f s, the next one in %.3f s\n", sync_wait.seconds,
+              sync_wait.status.error_message().c_str(), meanwhile.seconds, free_call.seconds);
 
   // 2. An asynchronous launch queued behind the pending event: later launches get bounded answers.
   KJIT_RETURN_IF_ERROR(poison_o());
