@@ -1,11 +1,13 @@
 #include "runtime/server/grpc_queues.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <new>
 #include <thread>
+#include <type_traits>
 
 #include "runtime/common/log.h"
 
@@ -70,7 +72,7 @@ class UnaryCall final : public Call {
     }
     new UnaryCall(service_, cq_);
     answered_ = true;  // before the answer: its completion comes back here and deletes the call
-    if constexpr (kMayWait != nullptr) {
+    if constexpr (!std::is_same_v<decltype(kMayWait), std::nullptr_t>) {
       // Out of memory or threads, the call is answered here as any other (Handle turns the
       // exceptions into statuses).
       bool may_wait = false;
