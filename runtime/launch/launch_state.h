@@ -35,9 +35,6 @@ struct LaunchState {
   int64_t device = 0;
   std::string wait_name, signal_name;  // kjit_wait_event / kjit_signal_event ("": none)
   std::shared_ptr<const ipc::NamedEvent> wait, signal;
-  // A synchronous launch's wait event, seen complete from the host before the device was locked:
-  // nothing is queued behind it on a stream.
-  bool wait_passed = false;
   bool async() const { return !signal_name.empty(); }
 };
 
@@ -79,8 +76,9 @@ bool IndexPointersOnDevice(const LaunchState& s);
 // success every index pointer becomes its checked host copy, whatever the client writes afterwards.
 Status CheckIndexPointers(LaunchState* s, std::span<const uint8_t* const> device_copies = {});
 
-// Device-resident index pointers read back on the device's read-back stream (after the client's
-// wait event) into page-locked memory, one synchronization, then checked. Hold the device's mutex.
+// Device-resident index pointers of a synchronous launch read back on the device's read-back stream
+// (its client's wait event has completed: Launcher::Run) into page-locked memory, one
+// synchronization, then checked. Hold the device's mutex.
 Status ReadBackIndexPointers(DeviceRuntime* dev, LaunchState* s);
 
 }  // namespace kjit::launch::internal

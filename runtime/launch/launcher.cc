@@ -263,21 +263,19 @@ Status FinishSync(const driver::Api* api, DeviceRuntime* dev, LaunchState* state
 // A synchronous launch's kjit_wait_event, waited for on the host before the GPU is locked: an
 // event that does not complete fails only this call and holds no lock (the calling thread waits;
 // over gRPC a thread of the call's own, grpc_queues.h).
-Status WaitEventOnHost(DeviceRuntime* dev, LaunchState* s, Clock::time_point deadline,
+Status WaitEventOnHost(DeviceRuntime* dev, const LaunchState& s, Clock::time_point deadline,
                        std::chrono::milliseconds timeout) {
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   KJIT_RETURN_IF_ERROR(dev->context().MakeCurrent());
-  const CUevent event = s->wait->event->get();
+  const CUevent event = s.wait->event->get();
   const Status done = PollUntil([&] { return api->cuEventQuery(event); }, "cuEventQuery(kjit_wait_event)", deadline);
   if (done.code() == absl::StatusCode::kDeadlineExceeded) {
     return absl::DeadlineExceededError(absl::StrCat(
-        "kjit_wait_event '", ClientText(s->wait_name), "' had not completed after ", Ms(timeout),
+        "kjit_wait_event '", ClientText(s.wait_name), "' had not completed after ", Ms(timeout),
         " ms (kjitd --launch-timeout-ms): nothing was launched. Record the event after work that finishes, or "
         "launch asynchronously (kjit_signal_event) to have the GPU wait for it"));
   }
-  KJIT_RETURN_IF_ERROR(done);
-  s->wait_passed = true;
-  return absl::OkStatus();
+  return done;
 }
 
 // Steps 3-7 under the device's lock.
@@ -347,7 +345,7 @@ Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, LaunchResult* result, Clo
   }
 
   queued.armed = true;
-  if (s->wait && !s->wait_passed) {
+  if (s->wait && s->async()) {  // a synchronous launch's event has completed already (Launcher::Run)
     KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(dev->stream(), s->wait->event->get(), 0),
                                        "cuStreamWaitEvent(kjit_wait_event)"));
   }
@@ -398,7 +396,7 @@ Status Launcher::Run(const LaunchRequest& request, LaunchResult* result) const {
   // Each wait has the whole timeout: the event's, then the GPU's.
   const std::chrono::milliseconds timeout = this->timeout();
   if (s.wait && !s.async()) {
-    KJIT_RETURN_IF_ERROR(AfterDeviceError(dev, WaitEventOnHost(dev, &s, Clock::now() + timeout, timeout)));
+    KJIT_RETURN_IF_ERROR(AfterDeviceError(dev, WaitEventOnHost(dev, s, Clock::now() + timeout, timeout)));
   }
   return AfterDeviceError(dev, RunOnDevice(dev, &s, result, Clock::now() + timeout, timeout));
 }

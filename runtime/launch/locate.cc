@@ -160,10 +160,8 @@ Status ReadBackIndexPointers(DeviceRuntime* dev, LaunchState* s) {
   const CUstream rb = dev->readback_stream();
   // On an error return the queued copies must finish before the pinned bytes are reused.
   QueuedWork drain{api, rb, true};
-  if (s->wait && !s->wait_passed) {
-    KJIT_RETURN_IF_ERROR(driver::Check(api->cuStreamWaitEvent(rb, s->wait->event->get(), 0),
-                                       "cuStreamWaitEvent(kjit_wait_event)"));
-  }
+  // No stream waits for the launch's kjit_wait_event: a synchronous launch (the only kind read back)
+  // has seen it complete on the host first (Launcher::Run).
   std::vector<const uint8_t*> copies(which.size(), nullptr);
   for (size_t k = 0; k < which.size(); ++k) {
     if (which[k] < 0 || s->inputs[which[k]].where != Where::kCuda) continue;
