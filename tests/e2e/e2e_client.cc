@@ -116,6 +116,15 @@ Status RegisterEvent(Client* x, const std::string& name, CUevent event) {
   return absl::OkStatus();
 }
 
+StatusOr<ReadyDone> MakeReadyDone(Client* x) {
+  constexpr unsigned kFlags = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING;
+  KJIT_ASSIGN_OR_RETURN(driver::Event ready, driver::Event::Create(kFlags));
+  KJIT_ASSIGN_OR_RETURN(driver::Event done, driver::Event::Create(kFlags));
+  KJIT_RETURN_IF_ERROR(RegisterEvent(x, x->prefix + "-ready", ready.get()));
+  KJIT_RETURN_IF_ERROR(RegisterEvent(x, x->prefix + "-done", done.get()));
+  return ReadyDone{std::move(ready), std::move(done)};
+}
+
 grpc::Status Call(Client* x, const inference::ModelInferRequest& req, inference::ModelInferResponse* resp) {
   grpc::ClientContext ctx;
   if (!x->session.empty()) ctx.AddMetadata("kjit-session", x->session);  // its regions are the session's

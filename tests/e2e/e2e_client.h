@@ -39,6 +39,12 @@ StatusOr<Arenas> MakeArenas(Client* x, size_t in_bytes, size_t out_bytes);
 // Registers `arena` as region `name` with device_id = x->device; the daemon's answer as it came.
 StatusOr<grpc::Status> TryRegisterCuda(Client* x, const std::string& name, const CudaArena& arena);
 Status RegisterEvent(Client* x, const std::string& name, CUevent event);
+// The IPC events of an asynchronous launch's ordering, made and registered: "<prefix>-ready" (the
+// client's work before the launch) and "<prefix>-done" (the launch).
+struct ReadyDone {
+  driver::Event ready, done;
+};
+StatusOr<ReadyDone> MakeReadyDone(Client* x);
 
 grpc::Status Call(Client* x, const inference::ModelInferRequest& req, inference::ModelInferResponse* resp);
 

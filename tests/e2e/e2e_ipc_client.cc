@@ -126,10 +126,8 @@ inference::ModelInferRequest AsyncRequest(Client* x, const reference::MlaCase& c
 Status RunAsync(Client* x) {
   KJIT_RETURN_IF_ERROR(OpenSession(x, "e2e_ipc_client async"));
   KJIT_ASSIGN_OR_RETURN(Arenas a, MakeArenas(x, kInBytes, kOutBytes));
-  KJIT_ASSIGN_OR_RETURN(driver::Event ready, driver::Event::Create(CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
-  KJIT_ASSIGN_OR_RETURN(driver::Event done, driver::Event::Create(CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
-  KJIT_RETURN_IF_ERROR(RegisterEvent(x, x->prefix + "-ready", ready.get()));
-  KJIT_RETURN_IF_ERROR(RegisterEvent(x, x->prefix + "-done", done.get()));
+  KJIT_ASSIGN_OR_RETURN(ReadyDone events, MakeReadyDone(x));
+  const driver::Event &ready = events.ready, &done = events.done;
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   const reference::CaseSpec spec = Cases()[0];
   const reference::MlaCase base = reference::MakeCase(spec);

@@ -37,10 +37,8 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 Status RunStuck(Client* x) {
   KJIT_RETURN_IF_ERROR(OpenSession(x, "e2e_ipc_client stuck"));
   KJIT_ASSIGN_OR_RETURN(Arenas a, MakeArenas(x, kInBytes, kOutBytes));
-  KJIT_ASSIGN_OR_RETURN(driver::Event ready, driver::Event::Create(CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
-  KJIT_ASSIGN_OR_RETURN(driver::Event done, driver::Event::Create(CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
-  KJIT_RETURN_IF_ERROR(RegisterEvent(x, x->prefix + "-ready", ready.get()));
-  KJIT_RETURN_IF_ERROR(RegisterEvent(x, x->prefix + "-done", done.get()));
+  KJIT_ASSIGN_OR_RETURN(ReadyDone events, MakeReadyDone(x));
+  const driver::Event &ready = events.ready, &done = events.done;
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   const reference::MlaCase c = reference::MakeCase(Cases()[0]);
   KJIT_ASSIGN_OR_RETURN(CaseLayout l, UploadCase(c, a.in.get(), a.out.get()));
@@ -68,6 +66,16 @@ Status RunStuck(Client* x) {
     const auto t0 = std::chrono::steady_clock::now();
     const grpc::Status s = Call(x, req, &resp);
     return Answer{s, Seconds(t0)};
+  };
+  // `a` ran into the timeout: DEADLINE_EXCEEDED naming the pending event, once the timeout had passed.
+  auto check_timed_out = [&](const Answer& a, const std::string& what) -> Status {
+    KJIT_E2E_CHECK(a.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+                       absl::StrContains(a.status.error_message(), x->prefix + "-ready"),
+                   absl::StrCat(what, ": code ", static_cast<int>(a.status.error_code()), " '",
+                                a.status.error_message(), "'"));
+    KJIT_E2E_CHECK(a.seconds >= 0.9 * timeout_s && a.seconds < timeout_s + 5,
+                   absl::StrCat(what, ": answered after ", a.seconds, " s"));
+    return absl::OkStatus();
   };
   // While the client's stream is held nothing may synchronize with it (an in-process launch
   // synchronizes the context): o is poisoned and read on a non-blocking stream of its own, and
@@ -115,12 +123,7 @@ Status RunStuck(Client* x) {
   KJIT_E2E_CHECK(meanwhile.status.ok() && meanwhile.seconds < 0.5 * timeout_s,
                  absl::StrCat("a launch sent while a synchronous call waited for its event: '",
                               meanwhile.status.error_message(), "' after ", meanwhile.seconds, " s"));
-  KJIT_E2E_CHECK(sync_wait.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-                     absl::StrContains(sync_wait.status.error_message(), x->prefix + "-ready"),
-                 absl::StrCat("sync launch on a pending wait event: code ", static_cast<int>(sync_wait.status.error_code()),
-                              " '", sync_wait.status.error_message(), "'"));
-  KJIT_E2E_CHECK(sync_wait.seconds >= 0.9 * timeout_s && sync_wait.seconds < timeout_s + 5,
-                 absl::StrCat("sync launch on a pending wait event answered after ", sync_wait.seconds, " s"));
+  KJIT_RETURN_IF_ERROR(check_timed_out(sync_wait, "sync launch on a pending wait event"));
   KJIT_RETURN_IF_ERROR(poison_o());
   const Answer free_call = call(request("sync-free", false, false));
   KJIT_E2E_CHECK(free_call.status.ok() && free_call.seconds < 0.5 * timeout_s,
@@ -137,12 +140,7 @@ Status RunStuck(Client* x) {
   KJIT_E2E_CHECK(async_wait.status.ok() && async_wait.seconds < 0.5 * timeout_s,
                  absl::StrCat("async launch on a pending wait event: '", async_wait.status.error_message(), "'"));
   const Answer behind = call(request("sync-behind", false, false));
-  KJIT_E2E_CHECK(behind.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-                     absl::StrContains(behind.status.error_message(), x->prefix + "-ready"),
-                 absl::StrCat("sync launch behind a pending async launch: code ", static_cast<int>(behind.status.error_code()),
-                              " '", behind.status.error_message(), "'"));
-  KJIT_E2E_CHECK(behind.seconds >= 0.9 * timeout_s && behind.seconds < timeout_s + 5,
-                 absl::StrCat("sync launch behind a pending async launch answered after ", behind.seconds, " s"));
+  KJIT_RETURN_IF_ERROR(check_timed_out(behind, "sync launch behind a pending async launch"));
   for (const bool async : {false, true}) {
     const Answer refused = call(request(async ? "async-refused" : "sync-refused", false, async));
     KJIT_E2E_CHECK(refused.status.error_code() == grpc::StatusCode::UNAVAILABLE && refused.seconds < 0.5 * timeout_s &&
