@@ -26,7 +26,9 @@ Status RunCase(const kernels::KernelTable& kernels, const driver::DeviceInfo& de
   uint32_t err = 0;
   KJIT_RETURN_IF_ERROR(d->Download(&got, &got_lse, &err, plan.error_word_offset));
   const reference::RefOutput want = reference::Reference(c);
-  const reference::Comparison cmp = reference::Compare(c, want, got, p.write_lse ? got_lse : std::vector<float>{});
+  const reference::Comparison cmp =
+      reference::Compare(c, want, got, p.write_lse ? got_lse : std::vector<float>{},
+                         plan.tree_kernel.empty() ? reference::Tolerance{} : reference::E4m3MmaTolerance());
   std::printf("sanity %s%s B%d splits=%d: %s\n", plan.specialization.c_str(),
               reference::UsesFp8Numerics(p) ? " (fp8 numerics)" : "", p.batch, plan.num_splits,
               cmp.Describe().c_str());

@@ -3,11 +3,13 @@
 //   kjit::mla::MlaVerifySplit<8, 0>   (H = 8, bool mask; the tile is the compiled arch's)
 //   kjit::mla::MlaVerifySplit<8, 0, 1> (the same with a forced TileId, for tests and benchmarks)
 //   kjit::mla::MlaVerifySplit<8, 0, 0, 1> (an fp8 e4m3 cache, the arch's tile)
+//   kjit::mla::MlaVerifySplit<8, 0, 0, 2> (the same with fp8 numerics on e4m3 warpgroup MMAs: sm_90a)
 //   kjit::mla::MlaVerifyCombine<8>
 #include "mla_verify/combine.cuh"
 #include "mla_verify/split_kernel.cuh"
 #include "mla_verify/split_qreg.cuh"
 #include "mla_verify/split_wgmma.cuh"
+#include "mla_verify/split_wgmma_fp8.cuh"
 #include "common/sync.cuh"
 #include "mla_verify/timeline.cuh"
 
@@ -46,7 +48,9 @@ constexpr int kSplitThreads = kSplitUsesWgmma<kTile>               ? TileWgmma64
                                                                     : SplitTile<kSplitTile<kTile>>::type::kThreads;
 
 // kMask: 0 = bool bytes, 1 = packed bits (runtime/kernels MaskKind values). kTile: a TileId; the
-// default is the compiled arch's tile. kKv: 0 = bf16 cache, 1 = fp8 e4m3 (runtime/kernels KvDtype).
+// default is the compiled arch's tile. kKv: 0 = bf16 cache, 1 = fp8 e4m3 (runtime/kernels KvDtype), 2 =
+// fp8 e4m3 with fp8 numerics on e4m3 MMAs (only sm_90a's own tile has this kernel; the plan asks for
+// it nowhere else).
 template <int kHeads, int kMask, int kTile = kTileArch, int kKv = 0>
 __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
     MlaVerifySplit(const __grid_constant__ MlaVerifyParams p) {
@@ -56,8 +60,18 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
   AllowDependentLaunch();  // the combine's CTAs may occupy idle SMs; they wait for this grid
   if (threadIdx.x == 0) CtaErrors() = 0;
   __syncthreads();
-  if (p.v_extend != nullptr && SplitOfCta() == 0 && blockIdx.x == 0) CheckVExtend(p, LoadRequest(p, blockIdx.y));
-  if constexpr (kSplitUsesWgmma<kTile>) {
+  if (kKv != 2 && p.v_extend != nullptr && SplitOfCta() == 0 && blockIdx.x == 0) CheckVExtend(p, LoadRequest(p, blockIdx.y));
+  if constexpr (kKv == 2) {
+    // Prefix CTAs only: the grid's slab z is split z + 1, and the tree (bf16 k_extend) is a launch of
+    // MlaVerifySplit<H, mask, 0, 1> of its own (in one kernel beside the bf16 body, ptxas serialized
+    // every wgmma of both).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (kSplitUsesWgmma<kTile>) WgmmaFp8SplitKernelBody<kHeads>(p, static_cast<int>(blockIdx.z) + 1);
+#endif
+    if constexpr (!kSplitUsesWgmma<kTile>) {
+      if (threadIdx.x == 0) RaiseError(kErrBadIndptr);  // never planned here
+    }
+  } else if constexpr (kSplitUsesWgmma<kTile>) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     WgmmaSplitKernelBody<kHeads, kMask == 1, kKv == 1>(p);
 #endif
@@ -90,6 +104,10 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
   if (threadIdx.x == 0)
     p.error_slots[(static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x] =
         CtaErrors();
+  // As the tree launch of the fp8-MMA sequence (programmatic dependent on the prefix launch, which
+  // it does not read), this grid completes only after that one: the combine waits for this grid
+  // alone. A no-op in a launch without that dependency.
+  if constexpr (kKv == 1) WaitForPrimaryGrid();
   KJIT_STAMP(kTlExit);
 }
 

@@ -210,6 +210,58 @@ __device__ __forceinline__ void StageTreeBits(const TreeMask<kPacked>& mask, con
   }
 }
 
+// The consumers' epilogue, after the named barrier that makes both warpgroups' row sums visible
+// (and follows every wgmma): the normalized partial O (times v_scale) through shared memory
+// (`stage_o`, 64 KB no longer read: rows of 1 KB with 16-byte chunks XOR-swizzled by row % 8), then
+// written with coalesced 16-byte stores; the LSE from warpgroup 0.
+__device__ __forceinline__ void WgmmaWriteState(const MlaVerifyParams& p, int b, int split, float v_scale,
+                                                float (&o)[128], const float (*row_sums)[64], const float (&m_run)[2],
+                                                unsigned char* stage_o, int m0, int rows_b, int wg, int wq, int lane,
+                                                int tid) {
+  constexpr int kConsumers = 256, kRows = 64;
+  constexpr int kBarConsumers = 4;
+  const int row0 = 16 * wq + (lane >> 2);
+  // Computed here: holding these two pointers through the loop made ptxas spill.
+  const StateRows state = StateOf(p, b, split);
+  float* part_lse = state.lse;
+  unsigned short* part_o = state.o;
+
+  // ---- Normalized partial O through shared memory (stage 0, rows of 1 KB with 16-byte chunks
+  // XOR-swizzled by row % 8), then written with coalesced 16-byte stores; LSE from warpgroup 0.
+  float inv[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + 8 * h;
+    const float l = row_sums[0][row] + row_sums[1][row];
+    inv[h] = l > 0.f ? v_scale / l : 0.f;
+    if (wg == 0 && (lane & 3) == 0 && m0 + row < rows_b)
+      part_lse[m0 + row] = l > 0.f ? m_run[h] + __log2f(l) : NegInf();
+  }
+  // stmatrix: the warp's 16 rows x 16 columns per instruction, as four 8x8 matrices (rows 0-7 and
+  // 8-15 of chunk 32wg + j, then of chunk j + 1); lane L gives the address of row L % 8 of matrix
+  // L / 8, whose chunk lands at its swizzled place.
+  {
+    const int mat = lane >> 3, r8 = lane & 7;
+    const unsigned row_addr = SmemAddr(stage_o) + (16 * wq + 8 * (mat & 1) + r8) * 1024;
+#pragma unroll
+    for (int j = 0; j < 32; j += 2) {
+      const int chunk = 32 * wg + j + (mat >> 1);
+      StMatrixX4(row_addr + ((chunk ^ r8) << 4), PackBf16x2(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]),
+                 PackBf16x2(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]),
+                 PackBf16x2(o[4 * j + 4] * inv[0], o[4 * j + 5] * inv[0]),
+                 PackBf16x2(o[4 * j + 6] * inv[1], o[4 * j + 7] * inv[1]));
+    }
+  }
+  NamedBarrier(kBarConsumers, kConsumers);
+  KJIT_STAMP(kTlStaged);
+  const int rows = rows_b - m0 < kRows ? rows_b - m0 : kRows;
+  uint4* out = reinterpret_cast<uint4*>(part_o + static_cast<long long>(m0) * kVDim);
+  for (int i = tid; i < rows * 64; i += kConsumers) {
+    const int row = i >> 6, chunk = i & 63;
+    out[i] = *reinterpret_cast<const uint4*>(stage_o + row * 1024 + ((chunk ^ (row & 7)) << 4));
+  }
+}
+
 template <int kHeads, bool kPackedMask, bool kFp8 = false>
 __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   using Cfg = TileWgmma64x64;
@@ -544,47 +596,8 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   }
   NamedBarrier(kBarConsumers, kConsumers);  // row sums visible; every wgmma has completed
 
-  // Computed here: holding these two pointers through the loop made ptxas spill.
-  const StateRows state = StateOf(p, b, split);
-  float* part_lse = state.lse;
-  unsigned short* part_o = state.o;
-
-  // ---- Normalized partial O through shared memory (stage 0, rows of 1 KB with 16-byte chunks
-  // XOR-swizzled by row % 8), then written with coalesced 16-byte stores; LSE from warpgroup 0.
-  const float v_scale = tree ? 1.f : p.v_scale;
-  unsigned char* stage_o = reinterpret_cast<unsigned char*>(sm.kv[0]);
-  float inv[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = row0 + 8 * h;
-    const float l = sm.row_sums[0][row] + sm.row_sums[1][row];
-    inv[h] = l > 0.f ? v_scale / l : 0.f;
-    if (wg == 0 && (lane & 3) == 0 && m0 + row < rows_b)
-      part_lse[m0 + row] = l > 0.f ? m_run[h] + __log2f(l) : NegInf();
-  }
-  // stmatrix: the warp's 16 rows x 16 columns per instruction, as four 8x8 matrices (rows 0-7 and
-  // 8-15 of chunk 32wg + j, then of chunk j + 1); lane L gives the address of row L % 8 of matrix
-  // L / 8, whose chunk lands at its swizzled place.
-  {
-    const int mat = lane >> 3, r8 = lane & 7;
-    const unsigned row_addr = SmemAddr(stage_o) + (16 * wq + 8 * (mat & 1) + r8) * 1024;
-#pragma unroll
-    for (int j = 0; j < 32; j += 2) {
-      const int chunk = 32 * wg + j + (mat >> 1);
-      StMatrixX4(row_addr + ((chunk ^ r8) << 4), PackBf16x2(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]),
-                 PackBf16x2(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]),
-                 PackBf16x2(o[4 * j + 4] * inv[0], o[4 * j + 5] * inv[0]),
-                 PackBf16x2(o[4 * j + 6] * inv[1], o[4 * j + 7] * inv[1]));
-    }
-  }
-  NamedBarrier(kBarConsumers, kConsumers);
-  KJIT_STAMP(kTlStaged);
-  const int rows = rows_b - m0 < kRows ? rows_b - m0 : kRows;
-  uint4* out = reinterpret_cast<uint4*>(part_o + static_cast<long long>(m0) * kVDim);
-  for (int i = tid; i < rows * 64; i += kConsumers) {
-    const int row = i >> 6, chunk = i & 63;
-    out[i] = *reinterpret_cast<const uint4*>(stage_o + row * 1024 + ((chunk ^ (row & 7)) << 4));
-  }
+  WgmmaWriteState(p, b, split, tree ? 1.f : p.v_scale, o, sm.row_sums, m_run, reinterpret_cast<unsigned char*>(sm.kv[0]),
+                  m0, rows_b, wg, wq, lane, tid);
 }
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -160,6 +160,12 @@ struct TileWgmma64x64 {
   static constexpr int kProducerRegsFp8 = 120;
   static constexpr int kConsumerRegsFp8 = 192;
 #endif
+  // fp8 numerics on e4m3 MMAs (split_wgmma_fp8.cuh): the producer's transposing warps hold 16
+  // chunks of 16 bytes.
+  static constexpr int kProducerRegsFp8Mma = 104;
+  static constexpr int kConsumerRegsFp8Mma = 200;
+  static_assert(128 * (kProducerRegsFp8Mma + 2 * kConsumerRegsFp8Mma) <= 65536 / kThreads / 8 * 8 * kThreads,
+                "the warpgroups' registers fit what the launch allots the CTA");
   static_assert(128 * (kProducerRegs + 2 * kConsumerRegs) <= 65536 / kThreads / 8 * 8 * kThreads,
                 "the warpgroups' registers fit what the launch allots the CTA");
   static_assert(128 * (kProducerRegsFp8 + 2 * kConsumerRegsFp8) <= 65536 / kThreads / 8 * 8 * kThreads,
@@ -190,6 +196,31 @@ struct WgmmaSmem {
 // (its static shared memory, the CTA's error word, comes first in the same 227 KB).
 constexpr int kWgmmaSmemBytes = static_cast<int>(sizeof(WgmmaSmem)) + 1024;
 static_assert(kWgmmaSmemBytes <= kSmemLimitLarge, "sm_90a tile exceeds 227 KB");
+
+// The sm_90a split kernel's prefix CTAs over an fp8 e4m3 cache with fp8 numerics
+// (split_wgmma_fp8.cuh): both products on e4m3 warpgroup MMAs, whose operands must be K-major. Q (in
+// e4m3) and each stage's cache rows are 128-byte-swizzled groups of 64 rows x 128 bytes (group 4
+// holds dims 512-575 in the first 64 bytes of each row; the tile's P, 64 x 64 e4m3, goes into the
+// other 64 once its Q.K^T is done). V is read by P.V as its transpose: vt holds 512 value dims x 128
+// bytes, tile t's 64 tokens in bytes 64 * (t % 2) ... of each row, written by the producer from the
+// stage. The launch asks for kWgmmaSmemBytes (the tree CTA runs the bf16 plan above).
+struct WgmmaFp8Smem {
+  static constexpr unsigned kGroupBytes = 64 * 128;
+  static constexpr int kGroups = 5;
+  unsigned char q[kGroups * kGroupBytes];
+  unsigned char kv[2][kGroups * kGroupBytes];
+  unsigned char vt[kVDim * 128];
+  float alpha[2][64];
+  float row_max[2][64];
+  float row_sums[2][64];
+  long long idx[kIdxRing][64];
+  unsigned valid[kIdxRing][2];
+  unsigned long long full[2];     // stage s: the cache rows landed (and the tile's valid bits)
+  unsigned long long vt_full[2];  // tile parity: V^T written
+  unsigned long long empty[2];    // stage s (and its half of vt) no longer read
+  unsigned long long p_ready[2];  // tile parity: P, alpha and row_max written
+};
+static_assert(sizeof(WgmmaFp8Smem) + 1024 <= kWgmmaSmemBytes, "the fp8 MMA plan fits the launch's request");
 
 // Which tile an arch compiles and the host plans for: the same functions on both sides. sm_90
 // (compiled as sm_90a) runs the warpgroup-MMA tile; sm_100 the 64 x 64 mma.sync tile; sm_120 the

@@ -19,8 +19,9 @@ Imports no torch at module level: client_cases.py's CPU self-test runs self_test
 import numpy as np
 
 from client_cases import KV_SLOTS, NINE, Case, build_index, call_args, call_kwargs, make_tensors, poison
-from mla_reference_torch import (FP8_FROB_BOUND, FP8_LSE_ATOL, FROB_BOUND, compare, decode_e4m3, e4m3_values,
-                                 reference, reference_loops, rel_frob, round_e4m3)
+from mla_reference_torch import (E4M3_MMA_ACCUMULATION, FP8_FROB_BOUND, FP8_LSE_ATOL, FROB_BOUND, compare,
+                                 decode_e4m3, e4m3_values, reference, reference_loops, rel_frob, round_e4m3,
+                                 score_abs)
 
 K_SCALE, V_SCALE = 0.5, 2.0
 NUMERICS = ("dequant", "fp8")
@@ -107,8 +108,21 @@ def launch(t, case, kv8, client, fp8_numerics, **over):
                           fp8_numerics=fp8_numerics, client=client)
 
 
-def check_output(t, numerics, exact, emulated, emulation_err):
-    """(ok, detail) of t.o (and t.lse) for one numerics."""
+def fp8_lse_atol(t, case, kv8):
+    """lse's tolerance against the emulation: FP8_LSE_ATOL, and on sm_90 (fp8 numerics on e4m3
+    MMAs) E4M3_MMA_ACCUMULATION of each row's score_abs more."""
+    import torch
+
+    from client_cases import SM_SCALE
+
+    if torch.cuda.get_device_capability(t.q.device)[0] != 9:
+        return FP8_LSE_ATOL
+    return FP8_LSE_ATOL + E4M3_MMA_ACCUMULATION * score_abs(t.q, kv8, t.qo_indptr, t.kv_indptr, t.kv_indices,
+                                                            sm_scale=SM_SCALE, k_scale=case.k_scale)
+
+
+def check_output(t, numerics, exact, emulated, emulation_err, fp8_lse_tol):
+    """(ok, detail) of t.o (and t.lse) for one numerics; fp8_lse_tol: fp8_lse_atol()'s."""
     if numerics == "dequant":
         return compare(t.o, exact, lse=t.lse)
     ok, detail = compare(t.o, exact, bound=FP8_FROB_BOUND)
@@ -117,7 +131,7 @@ def check_output(t, numerics, exact, emulated, emulation_err):
     ok = ok and err <= limit
     detail += f"; emulated Triton numerics {emulation_err:.2e}, limit {limit:.2e}"
     if t.lse is not None:  # the scores are the emulation's (q rounded alike): lse follows it
-        lse_ok, lse_detail = compare(t.o, emulated, lse=t.lse, bound=FP8_FROB_BOUND, lse_atol=FP8_LSE_ATOL)
+        lse_ok, lse_detail = compare(t.o, emulated, lse=t.lse, bound=FP8_FROB_BOUND, lse_atol=fp8_lse_tol)
         ok = ok and lse_ok
         detail += f"; against the emulation: {lse_detail}"
     return ok, detail
@@ -136,6 +150,7 @@ def run_modes(checks, clients, kv8, checked_here):
             exact = fp8_reference_of(t, case, kv8)
             emulated = fp8_reference_of(t, case, kv8, "fp8")
             emulation_err = rel_frob(emulated[0].to(torch.bfloat16), exact[0])
+            lse_atol = fp8_lse_atol(t, case, kv8)
             for numerics in NUMERICS:
                 outs = {}
                 for label, client in clients.items():
@@ -146,7 +161,7 @@ def run_modes(checks, clients, kv8, checked_here):
                         if label in checked_here:
                             kjit.check_errors(client=client)
                         torch.cuda.synchronize()
-                        ok, detail = check_output(t, numerics, exact, emulated, emulation_err)
+                        ok, detail = check_output(t, numerics, exact, emulated, emulation_err, lse_atol)
                         checks.record(ok, name, detail)
                         outs[label] = t.o.clone()
                 first = next(iter(outs.values()), None)

@@ -125,6 +125,9 @@ struct RunResult {
   std::vector<uint16_t> o;
   std::vector<float> lse;  // empty when the problem does not write lse
   uint32_t error_word = 0xffffffffu;
+  bool e4m3_mma = false;  // the plan ran fp8 numerics on e4m3 MMAs (sm_90a: MlaVerifyPlan::tree_kernel)
+  // The tolerance against the reference that fits the kernel that ran.
+  reference::Tolerance Tolerance() const { return e4m3_mma ? reference::E4m3MmaTolerance() : reference::Tolerance{}; }
 };
 
 // Plans, uploads, poisons, launches eagerly on the runtime's stream, synchronizes and reads back.
@@ -137,6 +140,7 @@ inline StatusOr<RunResult> RunOnce(const Family& family, const reference::MlaCas
   KJIT_RETURN_IF_ERROR(family.launch(*rt.kernels, plan, c.problem, d->Buffers(c.problem.write_lse), rt.stream->get()));
   KJIT_RETURN_IF_ERROR(rt.stream->Synchronize());
   RunResult r;
+  r.e4m3_mma = !plan.tree_kernel.empty();
   KJIT_RETURN_IF_ERROR(d->Download(&r.o, &r.lse, &r.error_word, plan.error_word_offset));
   if (!c.problem.write_lse) r.lse.clear();
   return r;
@@ -150,7 +154,7 @@ inline RunResult CheckAgainstReference(const Family& family, const reference::Ml
   EXPECT_TRUE(run.ok()) << label << ": " << run.status();
   if (!run.ok()) return {};
   const reference::RefOutput want = reference::Reference(c);
-  const reference::Comparison cmp = reference::Compare(c, want, run->o, run->lse);
+  const reference::Comparison cmp = reference::Compare(c, want, run->o, run->lse, run->Tolerance());
   EXPECT_TRUE(cmp.ok()) << family.name << " " << label << "\n" << cmp.Describe();
   if (cmp_out != nullptr) *cmp_out = cmp;
   return *run;

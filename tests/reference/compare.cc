@@ -25,11 +25,15 @@ Comparison Compare(const MlaCase& c, const RefOutput& want, const std::vector<ui
   cmp.num_heads = h_count;
   const bool fp8 = UsesFp8Numerics(pr) && want.o_exact.size() == want.o.size() &&
                    want.o_unrounded_p.size() == want.o.size() && want.o_abs_fp8.size() == want.o.size();
+  const bool mma_acc = fp8 && tol.e4m3_mma_accumulation > 0 && want.score_abs.size() == want.lse.size();
   double err2 = 0, want2 = 0, worst_ratio = -1;
   double exact_err2 = 0, exact2 = 0, numerics_err2 = 0, p_rounding2 = 0;
   for (int64_t n = 0; n < pr.num_q; ++n) {
     if (n < static_cast<int64_t>(c.row_is_padding.size()) && c.row_is_padding[n]) continue;
     for (int h = 0; h < h_count; ++h) {
+      // e4m3 MMAs' score error (Tolerance::e4m3_mma_accumulation): delta in lse, e^(2 delta) - 1 in each weight.
+      const double delta = mma_acc ? tol.e4m3_mma_accumulation * want.score_abs[n * h_count + h] : 0.0;
+      const double weight_rtol = std::expm1(2 * delta);
       for (int i = 0; i < kernels::kMlaVDim; ++i) {
         const int64_t at = n * pr.o_stride_n + h * pr.o_stride_h + i;
         const int64_t flat = (n * h_count + h) * kernels::kMlaVDim + i;
@@ -38,7 +42,7 @@ Comparison Compare(const MlaCase& c, const RefOutput& want, const std::vector<ui
                                : std::numeric_limits<double>::quiet_NaN();
         const double w = want.o[flat];
         const double bound = tol.atol + tol.rtol_out * std::fabs(w) + tol.rtol_p * want.o_abs[flat] +
-                             (fp8 ? tol.rtol_p_fp8 * want.o_abs_fp8[flat] : 0.0);
+                             (fp8 ? tol.rtol_p_fp8 * want.o_abs_fp8[flat] : 0.0) + weight_rtol * want.o_abs[flat];
         const double exact = fp8 ? want.o_exact[flat] : w;
         ++cmp.compared;
         want2 += w * w;
@@ -79,7 +83,7 @@ Comparison Compare(const MlaCase& c, const RefOutput& want, const std::vector<ui
       } else {
         err = std::fabs(got - w);
       }
-      if (err > tol.lse_atol + tol.lse_rtol * (std::isfinite(w) ? std::fabs(w) : 0.0)) ++cmp.lse_bad;
+      if (err > tol.lse_atol + tol.lse_rtol * (std::isfinite(w) ? std::fabs(w) : 0.0) + delta) ++cmp.lse_bad;
       if (err > cmp.lse_max_abs_err || cmp.lse_worst_index < 0) {
         cmp.lse_max_abs_err = std::max(cmp.lse_max_abs_err, err);
         cmp.lse_worst_index = li;

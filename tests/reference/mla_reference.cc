@@ -152,12 +152,19 @@ void Fp8RowHead(const MlaCase& c, const RequestKeys& keys, int b, int r, int h, 
 
   const double sm = pr.sm_scale, prefix_scale = sm * pr.k_scale, v_scale = pr.v_scale;
   std::vector<double> s(ids.size());
-  double max_score = -std::numeric_limits<double>::infinity();
+  double max_score = -std::numeric_limits<double>::infinity(), score_abs = 0;
   for (size_t k = 0; k < ids.size(); ++k) {
     const bool prefix = ids[k] < keys.num_prefix;
-    s[k] = (prefix ? prefix_scale : sm) * Dot(prefix ? q8 : q, keys.rows.data() + static_cast<size_t>(ids[k]) * kMlaKDim);
+    const float* key = keys.rows.data() + static_cast<size_t>(ids[k]) * kMlaKDim;
+    s[k] = (prefix ? prefix_scale : sm) * Dot(prefix ? q8 : q, key);
     max_score = std::max(max_score, s[k]);
+    if (prefix) {
+      double a = 0;
+      for (int i = 0; i < kMlaKDim; ++i) a += std::fabs(q8[i] * key[i]);
+      score_abs = std::max(score_abs, std::fabs(prefix_scale) * a);
+    }
   }
+  out.score_abs[at.lse] = score_abs;
   double sum = 0, acc[kMlaVDim] = {}, acc_unrounded[kMlaVDim] = {}, acc_abs[kMlaVDim] = {},
          acc_abs_fp8[kMlaVDim] = {};
   for (size_t k = 0; k < ids.size(); ++k) {
@@ -206,6 +213,7 @@ RefOutput Reference(const MlaCase& c) {
     out.o_exact.assign(out.o.size(), 0.0);
     out.o_unrounded_p.assign(out.o.size(), 0.0);
     out.o_abs_fp8.assign(out.o.size(), 0.0);
+    out.score_abs.assign(static_cast<size_t>(pr.num_q) * pr.num_heads, 0.0);
   }
   out.lse.assign(static_cast<size_t>(pr.num_q) * pr.num_heads, -std::numeric_limits<double>::infinity());
   const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));

@@ -322,9 +322,13 @@ TEST(MlaVerifyPlanTest, CatalogHasEveryHeadCountAndMaskKind) {
   for (const Specialization& s : MlaVerifySpecializations()) {
     EXPECT_EQ(s.family, "mla_verify");
     EXPECT_EQ(s.entry_source, "mla_verify/mla_verify.cu");
-    ASSERT_EQ(s.name_expressions.size(), 2u);
-    ASSERT_TRUE(s.max_dynamic_smem);
     const KvDtype kv = s.name.find("_fp8") != std::string::npos ? KvDtype::kFp8E4m3 : KvDtype::kBf16;
+    // An fp8 specialization also holds the prefix kernel of fp8 numerics on e4m3 warpgroup MMAs.
+    ASSERT_EQ(s.name_expressions.size(), kv == KvDtype::kFp8E4m3 ? 3u : 2u);
+    if (kv == KvDtype::kFp8E4m3) {
+      EXPECT_EQ(s.name_expressions[2].substr(s.name_expressions[2].size() - 7), ", 0, 2>");
+    }
+    ASSERT_TRUE(s.max_dynamic_smem);
     EXPECT_EQ(s.max_dynamic_smem("sm_90"), MlaVerifyTileFor(9).smem_bytes);  // the same smem for fp8
     EXPECT_EQ(s.max_dynamic_smem("sm_90a"), MlaVerifyTileFor(9).smem_bytes);
     EXPECT_EQ(s.max_dynamic_smem("sm_120"), MlaVerifyTileFor(12, 0, kv).smem_bytes);
@@ -347,7 +351,45 @@ TEST(MlaVerifyPlanTest, CatalogHasEveryHeadCountAndMaskKind) {
   EXPECT_EQ(MlaVerifySplitExpression(64, MaskKind::kPacked, 0, KvDtype::kFp8E4m3), "kjit::mla::MlaVerifySplit<64, 1, 0, 1>");
   EXPECT_EQ(MlaVerifySplitExpression(8, MaskKind::kBool, mla::kTile32x16, KvDtype::kFp8E4m3),
             "kjit::mla::MlaVerifySplit<8, 0, 1, 1>");
+  EXPECT_EQ(MlaVerifySplitExpression(8, MaskKind::kBool, 0, KvDtype::kFp8E4m3, true), "kjit::mla::MlaVerifySplit<8, 0, 0, 2>");
   EXPECT_EQ(MlaVerifyCombineExpression(8), "kjit::mla::MlaVerifyCombine<8>");
+}
+
+// fp8 numerics on sm_90a's own tile: the prefix chunks on e4m3 warpgroup MMAs (grid z = num_splits),
+// the draft tree a launch of the fp8 specialization's other split kernel (z = 1, programmatic, so
+// that the combine after it sees both). Dequant, forced tiles and sm_120 keep one split launch.
+TEST(MlaVerifyPlanTest, Fp8NumericsOnSm90aPlanThePrefixOnE4m3MmasAndATreeLaunch) {
+  MlaVerifyProblem p = Problem(2, 8, 16, 65536);
+  p.kv_dtype = KvDtype::kFp8E4m3;
+  p.fp8_numerics = Fp8Numerics::kFp8;
+  auto hopper = PlanMlaVerify(p, H200());
+  ASSERT_TRUE(hopper.ok()) << hopper.status();
+  EXPECT_EQ(hopper->main_kernel, "kjit::mla::MlaVerifySplit<8, 0, 0, 2>");
+  EXPECT_EQ(hopper->tree_kernel, "kjit::mla::MlaVerifySplit<8, 0, 0, 1>");
+  EXPECT_EQ(hopper->fp8_numerics, Fp8Numerics::kFp8);
+  EXPECT_EQ(hopper->main.grid[2], static_cast<unsigned>(hopper->num_splits));
+  EXPECT_EQ(hopper->tree.grid[0], hopper->main.grid[0]);
+  EXPECT_EQ(hopper->tree.grid[1], 2u);
+  EXPECT_EQ(hopper->tree.grid[2], 1u);
+  EXPECT_EQ(hopper->tree.block[0], hopper->main.block[0]);
+  EXPECT_EQ(hopper->tree.dynamic_smem, hopper->main.dynamic_smem);
+  EXPECT_TRUE(hopper->tree.programmatic_dependent);
+  EXPECT_FALSE(hopper->main.programmatic_dependent);
+  auto rtx = PlanMlaVerify(p, RtxPro6000());
+  ASSERT_TRUE(rtx.ok()) << rtx.status();
+  EXPECT_EQ(rtx->main_kernel, "kjit::mla::MlaVerifySplit<8, 0, 0, 1>");
+  EXPECT_TRUE(rtx->tree_kernel.empty());
+  EXPECT_EQ(rtx->main.grid[2], static_cast<unsigned>(rtx->num_splits) + 1);
+  auto forced = PlanMlaVerify(p, H200(), {.tile = mla::kTile32x16});
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  EXPECT_TRUE(forced->tree_kernel.empty());
+  p.fp8_numerics = Fp8Numerics::kDequant;
+  auto dequant = PlanMlaVerify(p, H200());
+  ASSERT_TRUE(dequant.ok()) << dequant.status();
+  EXPECT_EQ(dequant->main_kernel, "kjit::mla::MlaVerifySplit<8, 0, 0, 1>");
+  EXPECT_TRUE(dequant->tree_kernel.empty());
+  EXPECT_EQ(dequant->fp8_numerics, Fp8Numerics::kDequant);
+  EXPECT_EQ(dequant->main.grid[2], static_cast<unsigned>(dequant->num_splits) + 1);
 }
 
 TEST(MlaVerifyPlanTest, AnFp8CacheTakesTheFp8SpecializationOnEveryTileThatHasOne) {

@@ -244,6 +244,39 @@ TEST(ReferenceCompareFp8, TheExactMathFailsTheFp8Numerics) {
   EXPECT_LT(cmp.rel_frobenius_exact, 3e-3);
 }
 
+// A kernel on e4m3 MMAs (Tolerance::e4m3_mma_accumulation) may be off in lse by delta =
+// accumulation * score_abs and in an element of o by (e^(2 delta) - 1) * o_abs (a few elements
+// here: the global limit does not grow); the same outputs fail the fp32 tolerance, and twice that
+// lse error fails both.
+TEST(ReferenceCompareFp8, E4m3MmaAccumulationWidensLseAndOByTheScoresMagnitude) {
+  const MlaCase c = Fp8Case(kernels::Fp8Numerics::kFp8);
+  const RefOutput want = Reference(c);
+  const Tolerance mma = E4m3MmaTolerance();
+  ASSERT_EQ(want.score_abs.size(), want.lse.size());
+  std::vector<float> lse_half, lse_over;
+  std::vector<double> o_moved = want.o;
+  double min_delta = std::numeric_limits<double>::infinity();
+  for (size_t li = 0; li < want.lse.size(); ++li) {
+    const double delta = mma.e4m3_mma_accumulation * want.score_abs[li];
+    ASSERT_GT(want.score_abs[li], 0) << "every row attends prefix keys";
+    min_delta = std::min(min_delta, delta);
+    lse_half.push_back(static_cast<float>(want.lse[li] + 0.5 * delta));
+    lse_over.push_back(static_cast<float>(want.lse[li] + 2 * delta + 2 * mma.lse_atol));
+    for (int i = 0; i < kernels::kMlaVDim; ++i) {
+      const size_t flat = li * kernels::kMlaVDim + i;
+      if (i % 64 == 0) o_moved[flat] += (i % 128 ? 0.5 : -0.5) * std::expm1(2 * delta) * want.o_abs[flat];
+    }
+  }
+  ASSERT_GT(min_delta, 4 * mma.lse_atol) << "the case's scores are too small to tell the tolerances apart";
+  const Comparison ok = Compare(c, want, RoundedToBf16(o_moved), lse_half, mma);
+  EXPECT_TRUE(ok.ok()) << ok.Describe();
+  EXPECT_FALSE(Compare(c, want, RoundedToBf16(o_moved), lse_half).ok()) << "fp32 sums allow no such error";
+  EXPECT_FALSE(Compare(c, want, RoundedToBf16(want.o), lse_over, mma).ok()) << "lse past delta";
+  // Without fp8 numerics the term is not applied (no score_abs).
+  const MlaCase d = Fp8Case(kernels::Fp8Numerics::kDequant);
+  EXPECT_TRUE(Reference(d).score_abs.empty());
+}
+
 TEST(ReferenceCompareFp8, DequantKeepsTheBf16Bounds) {
   const MlaCase c = Fp8Case(kernels::Fp8Numerics::kDequant);
   const RefOutput want = Reference(c);

@@ -122,6 +122,12 @@ struct MlaVerifyPlan {
   size_t error_word_offset = 0;  // uint32 MlaVerifyError bits, valid after the launch completes
   KernelGeometry main;         // the attention kernel
   KernelGeometry combine;      // the split merge (unused when num_splits == 1 and the family has none)
+  // mla_verify with an fp8 cache in fp8 numerics on sm_90a: the main kernel computes the prefix
+  // chunks only (grid z = num_splits) and this launch, between it and the combine, the draft tree
+  // (grid z = 1). Empty otherwise (the main kernel's last slab is the tree).
+  std::string tree_kernel;
+  KernelGeometry tree;
+  Fp8Numerics fp8_numerics = Fp8Numerics::kDequant;  // what the plan was made for (fp8 caches)
   int combine_row_parts = 1;   // mla_verify: the combine's layout as traits.h encodes it (CombineIsWide)
 };
 

@@ -33,6 +33,10 @@ std::vector<Specialization> MlaVerifySpecializations(int tile) {
       s.name = MlaVerifySpecializationName(heads, mask, tile, kv);
       s.entry_source = std::string(kMlaVerifySource);
       s.name_expressions = {MlaVerifySplitExpression(heads, mask, tile, kv), MlaVerifyCombineExpression(heads)};
+      // The prefix kernel of fp8 numerics on e4m3 warpgroup MMAs (sm_90a's own tile; elsewhere it
+      // compiles to an empty kernel that no plan names).
+      if (kv == KvDtype::kFp8E4m3 && tile == mla::kTileArch)
+        s.name_expressions.push_back(MlaVerifySplitExpression(heads, mask, tile, kv, /*fp8_mma=*/true));
       s.max_dynamic_smem = [tile, kv](std::string_view arch) {
         return MlaVerifyTileFor(CcMajor(arch), tile, kv).smem_bytes;
       };

@@ -74,9 +74,16 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   KJIT_ASSIGN_OR_RETURN(const MlaVerifyWorkspaceLayout ws, MlaVerifyWorkspace(p, plan.num_splits));
   if (ws.bytes != plan.workspace_bytes)
     return Invalid("plan was made for another problem (workspace size differs); re-plan");
+  if (p.kv_dtype == KvDtype::kFp8E4m3 && plan.fp8_numerics != p.fp8_numerics)
+    return Invalid("plan was made for the other fp8 numerics; re-plan");
   const unsigned rows_cap = static_cast<unsigned>(p.max_draft * p.num_heads);
+  // With a tree launch of its own the main kernel's slabs are the prefix chunks only.
+  const bool tree_launch = !plan.tree_kernel.empty();
+  if (tree_launch && (plan.tree.grid[0] != plan.main.grid[0] || plan.tree.grid[1] != plan.main.grid[1] ||
+                      plan.tree.grid[2] != 1 || plan.tree.block[0] != plan.main.block[0]))
+    return Invalid("plan geometry does not match the problem; re-plan");
   if (plan.main.grid[1] != static_cast<unsigned>(p.batch) ||
-      plan.main.grid[2] != static_cast<unsigned>(plan.num_splits) + 1 ||
+      plan.main.grid[2] != static_cast<unsigned>(plan.num_splits) + (tree_launch ? 0 : 1) ||
       plan.main.grid[0] * plan.main.block[0] == 0 ||
       plan.combine_row_parts == 0 || mla::CombinePartsOf(plan.combine_row_parts) > mla::kCombineMaxRowParts ||
       plan.combine.grid[0] != mla::CombineCtasPerRequest(rows_cap, plan.combine_row_parts, plan.num_splits + 1))
@@ -84,7 +91,8 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   KJIT_RETURN_IF_ERROR(CheckPtr(b.workspace, "workspace", 256));
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
 
-  const size_t split_ctas = static_cast<size_t>(plan.main.grid[0]) * plan.main.grid[1] * plan.main.grid[2];
+  const size_t split_ctas =
+      static_cast<size_t>(plan.main.grid[0]) * plan.main.grid[1] * (static_cast<size_t>(plan.num_splits) + 1);
   if (split_ctas > ws.error_slots) return Invalid("plan geometry does not match the problem; re-plan");
   if (split_ctas > static_cast<size_t>(std::numeric_limits<int>::max()))
     return Invalid(absl::StrCat("the split kernel's grid has ", split_ctas, " CTAs; use fewer requests per launch"));
@@ -113,6 +121,10 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
 
   KJIT_ASSIGN_OR_RETURN(CUfunction split, kernels.Function(kMlaVerifyFamily, plan.specialization, plan.main_kernel));
   KJIT_ASSIGN_OR_RETURN(CUfunction combine, kernels.Function(kMlaVerifyFamily, plan.specialization, plan.combine_kernel));
+  CUfunction tree = nullptr;
+  if (tree_launch) {
+    KJIT_ASSIGN_OR_RETURN(tree, kernels.Function(kMlaVerifyFamily, plan.specialization, plan.tree_kernel));
+  }
 
   constexpr float kLog2e = 1.4426950408889634f;
   mla::MlaVerifyParams params{};
@@ -157,6 +169,12 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
   params.v_scale = p.v_scale;
 
   KJIT_RETURN_IF_ERROR(Launch(*api, split, plan.main, stream, &params, "mla_verify: launch split kernel"));
+  if (tree_launch) {
+    // Its one slab is split 0 (the last slab of the one-launch grid), and so are its error slots.
+    mla::MlaVerifyParams tree_params = params;
+    tree_params.error_slots += static_cast<size_t>(plan.main.grid[0]) * plan.main.grid[1] * plan.num_splits;
+    KJIT_RETURN_IF_ERROR(Launch(*api, tree, plan.tree, stream, &tree_params, "mla_verify: launch tree kernel"));
+  }
   return Launch(*api, combine, plan.combine, stream, &params, "mla_verify: launch combine");
 }
 

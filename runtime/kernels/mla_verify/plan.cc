@@ -235,9 +235,10 @@ std::string MlaVerifySpecializationName(int num_heads, MaskKind mask, int tile, 
   return name;
 }
 
-std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int tile, KvDtype kv) {
+std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int tile, KvDtype kv, bool fp8_mma) {
   const int m = mask == MaskKind::kPacked ? 1 : 0;
-  if (kv == KvDtype::kFp8E4m3) return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", m, ", ", tile, ", 1>");
+  if (kv == KvDtype::kFp8E4m3)
+    return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", m, ", ", tile, fp8_mma ? ", 2>" : ", 1>");
   if (tile > 0) return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", m, ", ", tile, ">");
   return absl::StrCat("kjit::mla::MlaVerifySplit<", num_heads, ", ", m, ">");
 }
@@ -328,7 +329,13 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   MlaVerifyPlan plan;
   plan.family = std::string(kMlaVerifyFamily);
   plan.specialization = MlaVerifySpecializationName(p.num_heads, p.mask_kind, options.tile, p.kv_dtype);
-  plan.main_kernel = MlaVerifySplitExpression(p.num_heads, p.mask_kind, options.tile, p.kv_dtype);
+  // fp8 numerics on sm_90a's own tile: e4m3 warpgroup MMAs for the prefix chunks (a kernel of their
+  // own), the draft tree (bf16) by the fp8 specialization's other split kernel.
+  const bool fp8_mma = p.kv_dtype == KvDtype::kFp8E4m3 && p.fp8_numerics == Fp8Numerics::kFp8 &&
+                       options.tile == mla::kTileArch && mla::UsesWgmmaTile(dev.cc_major);
+  plan.main_kernel = MlaVerifySplitExpression(p.num_heads, p.mask_kind, options.tile, p.kv_dtype, fp8_mma);
+  if (fp8_mma) plan.tree_kernel = MlaVerifySplitExpression(p.num_heads, p.mask_kind, options.tile, p.kv_dtype);
+  plan.fp8_numerics = p.kv_dtype == KvDtype::kFp8E4m3 ? p.fp8_numerics : Fp8Numerics::kDequant;
   plan.combine_kernel = MlaVerifyCombineExpression(p.num_heads);
   plan.num_heads = p.num_heads;
   plan.mask_kind = p.mask_kind;
@@ -346,6 +353,14 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   plan.main.grid[2] = static_cast<unsigned>(plan.num_splits) + 1;
   plan.main.block[0] = static_cast<unsigned>(tile.threads);
   plan.main.dynamic_smem = static_cast<unsigned>(tile.smem_bytes);
+  if (fp8_mma) {
+    plan.tree = plan.main;
+    plan.tree.grid[2] = 1;
+    // Overlaps the prefix launch (which it does not read) and completes after it, so that the
+    // combine, which waits for the launch before it, sees both.
+    plan.tree.programmatic_dependent = true;
+    plan.main.grid[2] = static_cast<unsigned>(plan.num_splits);
+  }
   const int states = plan.num_splits + 1;
   plan.combine_row_parts =
       mla::CombineRowPartsFor(internal::MlaVerifyCombineParts(p.batch, rows_cap, states, dev.sm_count), states);

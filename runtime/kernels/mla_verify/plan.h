@@ -23,7 +23,10 @@ inline constexpr std::string_view kMlaVerifySource = "mla_verify/mla_verify.cu";
 // (MlaVerifyPlanOptions::tile > 0) "h<H>_<mask>[_fp8]_t<rows>x<kv>", whose split kernel is
 // instantiated for that tile. Those are not in the catalog (MlaVerifyForcedTileSpecializations).
 std::string MlaVerifySpecializationName(int num_heads, MaskKind mask, int tile = 0, KvDtype kv = KvDtype::kBf16);
-std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int tile = 0, KvDtype kv = KvDtype::kBf16);
+// fp8_mma (an fp8 cache only): the prefix-only kernel with fp8 numerics on e4m3 warpgroup MMAs
+// (sm_90a's own tile), MlaVerifyPlan::tree_kernel's partner.
+std::string MlaVerifySplitExpression(int num_heads, MaskKind mask, int tile = 0, KvDtype kv = KvDtype::kBf16,
+                                     bool fp8_mma = false);
 std::string MlaVerifyCombineExpression(int num_heads);
 // Every (H, mask) specialization of the catalog (tile 0) or of a forced tile 1..kNumTileIds-1 (empty
 // for another value).
