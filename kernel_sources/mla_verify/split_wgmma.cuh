@@ -210,6 +210,45 @@ __device__ __forceinline__ void StageTreeBits(const TreeMask<kPacked>& mask, con
   }
 }
 
+// The online softmax of a 64 x 64 S tile in the wgmma accumulator layout, for this thread's rows
+// h = 0, 1 (row0, row0 + 8): scores times `scale`, the columns whose bit in valid_bits(h)[c / 32]
+// is clear masked; against the running max (LazyMaxUpdate) s becomes P in fp32, alpha[h] the
+// rescale of O and of the row sum, l_own the row sum of this warpgroup's tiles.
+template <class ValidBits>
+__device__ __forceinline__ void WgmmaTileSoftmax(float (&s)[32], ValidBits&& valid_bits, float scale, int lane,
+                                                 float (&m_run)[2], float (&l_own)[2], float (&alpha)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const unsigned* vb = valid_bits(h);
+    const unsigned vbits[2] = {vb[0], vb[1]};
+    float mx = NegInf();
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 8 * j + 2 * (lane & 3) + e;
+        const bool valid = (vbits[col >> 5] >> (col & 31)) & 1u;
+        const float v = valid ? s[4 * j + 2 * h + e] * scale : NegInf();
+        s[4 * j + 2 * h + e] = v;
+        mx = fmaxf(mx, v);
+      }
+    }
+    mx = QuadMax(mx);
+    const float m_use = LazyMaxUpdate(m_run[h], mx, alpha[h]);
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float pv = FastExp2(s[4 * j + 2 * h + e] - m_use);
+        s[4 * j + 2 * h + e] = pv;
+        sum += pv;
+      }
+    }
+    l_own[h] = l_own[h] * alpha[h] + sum;
+  }
+}
+
 // The consumers' epilogue, after the named barrier that makes both warpgroups' row sums visible
 // (and follows every wgmma): the normalized partial O (times v_scale) through shared memory
 // (`stage_o`, 64 KB no longer read: rows of 1 KB with 16-byte chunks XOR-swizzled by row % 8), then
@@ -522,38 +561,10 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       WgmmaPin(s);
       if (t == 0) KJIT_STAMP(kTlFirstS);
       float alpha[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        // Which KV columns the row may attend: the tile's valid rows, or in the tree CTA the row's
-        // mask bits (which include the validity of the draft rows).
-        const unsigned* vb = tree ? sm.tree_bits[row0 + 8 * h] : sm.valid[t % kIdxRing];
-        const unsigned vbits[2] = {vb[0], vb[1]};
-        float mx = NegInf();
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int col = 8 * j + 2 * (lane & 3) + e;
-            const bool valid = (vbits[col >> 5] >> (col & 31)) & 1u;
-            const float v = valid ? s[4 * j + 2 * h + e] * scale : NegInf();
-            s[4 * j + 2 * h + e] = v;
-            mx = fmaxf(mx, v);
-          }
-        }
-        mx = QuadMax(mx);
-        const float m_use = LazyMaxUpdate(m_run[h], mx, alpha[h]);
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float pv = FastExp2(s[4 * j + 2 * h + e] - m_use);
-            s[4 * j + 2 * h + e] = pv;
-            sum += pv;
-          }
-        }
-        l_own[h] = l_own[h] * alpha[h] + sum;
-      }
+      // Which KV columns the row may attend: the tile's valid rows, or in the tree CTA the row's
+      // mask bits (which include the validity of the draft rows).
+      WgmmaTileSoftmax(s, [&](int h) -> const unsigned* { return tree ? sm.tree_bits[row0 + 8 * h] : sm.valid[t % kIdxRing]; },
+                       scale, lane, m_run, l_own, alpha);
       // ---- P into the rope group (Q.K^T of tile t is complete), alpha and the running max, for
       // the other warpgroup (the previous users of these slots, tile t-2, were released by both).
 #pragma unroll

@@ -257,8 +257,8 @@ __device__ __forceinline__ void WgmmaFp8SplitKernelBody(const MlaVerifyParams& p
   auto p_addr = [&](int t) { return SmemAddr(sm.kv[t & 1]) + 4 * kGroupBytes + 64; };
 
   // O += P.V of tile t over value columns 256 * wg ..: B = V^T rows 256 wg .., K (tokens) at byte
-  // 64 * (t % 2) of each row; two k-steps of 32 tokens. Then waits for it and releases the stage.
-  auto pv_and_release = [&](int t) {
+  // 64 * (t % 2) of each row; two k-steps of 32 tokens, committed as one group.
+  auto issue_pv = [&](int t) {
     MbarWait(vt_bar(t), (t >> 1) & 1);
     FenceProxyAsyncShared();
     const unsigned long long pd = Opaque(WgmmaDesc(p_addr(t), 16, kAtomBytes));
@@ -269,6 +269,10 @@ __device__ __forceinline__ void WgmmaFp8SplitKernelBody(const MlaVerifyParams& p
     for (int kk = 0; kk < kTile / 32; ++kk)
       WgmmaM64N256K32E4m3(o, WgmmaDescAdvance(pd, kk * 32), WgmmaDescAdvance(vd, kk * 32), true);
     WgmmaCommit();
+  };
+  // The same, then waits for it and releases the stage.
+  auto pv_and_release = [&](int t) {
+    issue_pv(t);
     WgmmaWait<0>();
     WgmmaPin(o);
     MbarArrive(empty_bar(t));
@@ -317,74 +321,57 @@ __device__ __forceinline__ void WgmmaFp8SplitKernelBody(const MlaVerifyParams& p
 #endif
   };
 
+  // Tile t's softmax (this warpgroup owns it; its S has landed): s becomes P, written in e4m3 (columns
+  // 8j + 2(lane % 4) .. + 1 of rows row0, row0 + 8: byte 64 + column of the row, swizzled) with alpha
+  // and the running max for the other warpgroup, then "P ready".
+  auto own_softmax = [&](int t, float (&alpha)[2]) {
+    const int par = t & 1;
+    WgmmaTileSoftmax(s, [&](int) -> const unsigned* { return sm.valid[t % kIdxRing]; }, scale, lane, m_run, l_own, alpha);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 8 * h;
+      unsigned char* prow = sm.kv[par] + 4 * kGroupBytes + row * 128 + 2 * (lane & 3);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        *reinterpret_cast<unsigned short*>(prow + (((4 + (j >> 1)) ^ (row & 7)) << 4) + 8 * (j & 1)) =
+            RoundToE4m3x2(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
+      if ((lane & 3) == 0) {
+        sm.alpha[par][row] = alpha[h];
+        sm.row_max[par][row] = m_run[h];
+      }
+    }
+    FenceProxyAsyncShared();
+    MbarArrive(p_ready_bar(t));
+  };
+  // The other warpgroup's tile t: once its P is ready, its rescale of this half of O and of the row
+  // sums, and its running max.
+  auto take_other = [&](int t, float (&a)[2]) {
+    MbarWait(p_ready_bar(t), (t >> 1) & 1);
+    const int par = t & 1;
+    a[0] = sm.alpha[par][row0], a[1] = sm.alpha[par][row0 + 8];
+    m_run[0] = sm.row_max[par][row0];
+    m_run[1] = sm.row_max[par][row0 + 8];
+    l_own[0] *= a[0];
+    l_own[1] *= a[1];
+  };
+
   if (wg == 1 && num_tiles > 1) issue_qk(1);
   for (int t = 0; t < num_tiles; ++t) {
-    const int par = t & 1;
-    if (par == wg) {
+    if ((t & 1) == wg) {
       if (t != 1) issue_qk(t);
       WgmmaWait<0>();
       WgmmaPin(s);
       if (t == 0) KJIT_STAMP(kTlFirstS);
       float alpha[2];
-      const unsigned* vb = sm.valid[t % kIdxRing];
-      const unsigned vbits[2] = {vb[0], vb[1]};
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float mx = NegInf();
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int col = 8 * j + 2 * (lane & 3) + e;
-            const bool valid = (vbits[col >> 5] >> (col & 31)) & 1u;
-            const float v = valid ? s[4 * j + 2 * h + e] * scale : NegInf();
-            s[4 * j + 2 * h + e] = v;
-            mx = fmaxf(mx, v);
-          }
-        }
-        mx = QuadMax(mx);
-        const float m_use = LazyMaxUpdate(m_run[h], mx, alpha[h]);
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float pv = FastExp2(s[4 * j + 2 * h + e] - m_use);
-            s[4 * j + 2 * h + e] = pv;
-            sum += pv;
-          }
-        }
-        l_own[h] = l_own[h] * alpha[h] + sum;
-      }
-      // ---- P in e4m3 (columns 8j + 2(lane % 4) .. + 1 of rows row0, row0 + 8: byte 64 + column of
-      // the row, swizzled), alpha and the running max, for the other warpgroup.
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 8 * h;
-        unsigned char* prow = sm.kv[par] + 4 * kGroupBytes + row * 128 + 2 * (lane & 3);
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          *reinterpret_cast<unsigned short*>(prow + (((4 + (j >> 1)) ^ (row & 7)) << 4) + 8 * (j & 1)) =
-              RoundToE4m3x2(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
-        if ((lane & 3) == 0) {
-          sm.alpha[par][row] = alpha[h];
-          sm.row_max[par][row] = m_run[h];
-        }
-      }
-      FenceProxyAsyncShared();
-      MbarArrive(p_ready_bar(t));
+      own_softmax(t, alpha);
       rescale_o(alpha[0], alpha[1]);
       pv_and_release(t);
     } else {
-      MbarWait(p_ready_bar(t), (t >> 1) & 1);
-      WgmmaWait<0>();
+      float a[2];
+      take_other(t, a);
+      WgmmaWait<0>();  // warpgroup 1's first Q.K^T (t = 0); nothing otherwise
       WgmmaPin(s);
-      const float a0 = sm.alpha[par][row0], a1 = sm.alpha[par][row0 + 8];
-      m_run[0] = sm.row_max[par][row0];
-      m_run[1] = sm.row_max[par][row0 + 8];
-      l_own[0] *= a0;
-      l_own[1] *= a1;
-      rescale_o(a0, a1);
+      rescale_o(a[0], a[1]);
       pv_and_release(t);
     }
   }
