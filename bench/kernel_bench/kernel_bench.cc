@@ -19,9 +19,10 @@
 // 6000 (proxy.cc) and projects each row onto it. --kv lists the caches each shape runs with (default
 // bf16,fp8): a bf16 cache; an fp8 e4m3 cache with dequant numerics ("fp8") or with SGLang Triton's fp8
 // numerics ("fp8-numerics"). An fp8 row's bytes count one byte per cache element; its FLOPs floor is
-// the bf16 mma.sync peak's: both numerics run 16-bit MMAs (bf16, or f16 on the 32x32 tile), except
-// fp8 numerics' Q.K^T on the 32x32 tile, which runs e4m3 MMAs (twice the rate on sm_120; emulated on
-// sm_90), so that floor is conservative for those rows.
+// the bf16 mma.sync peak's: dequant runs 16-bit MMAs (bf16, or f16 on the 32x32 tile). fp8 numerics
+// on sm_90a run both prefix products on e4m3 warpgroup MMAs: their floor takes twice that peak. On the
+// 32x32 tile fp8 numerics' Q.K^T runs e4m3 MMAs (twice the rate on sm_120; emulated on sm_90), so the
+// bf16 floor is conservative for those rows.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -174,7 +175,10 @@ Status RunShape(const Bench& bench, const Shape& s, std::string* md, std::string
     KJIT_RETURN_IF_ERROR(ws.CopyToHost(&err, 4, plan.error_word_offset));
     if (err != 0 && opt.defines.empty())
       return absl::InternalError(absl::StrCat(s.label, ": kernel raised error bits ", err));
-    const double floor_us = std::max(bytes / bench.ceil.copy_bytes_per_s, flops / bench.ceil.mma_flops_per_s) * 1e6;
+    // A plan with a tree launch of its own runs the prefix on e4m3 MMAs (sm_90a's fp8 numerics): its
+    // FLOPs at twice the bf16 peak.
+    const double flops_per_s = bench.ceil.mma_flops_per_s * (plan.tree_kernel.empty() ? 1 : 2);
+    const double floor_us = std::max(bytes / bench.ceil.copy_bytes_per_s, flops / flops_per_s) * 1e6;
     std::string row = absl::StrFormat("| %s | %d | %d | %d | %d | %d | %.1f | %.2f | %.1f | %.1f | %.1f | %.1f | %.2f |",
                                       s.label, s.batch, s.heads, s.draft, s.prefix, plan.num_splits, bytes / 1e6,
                                       flops / 1e9, floor_us, t.eager_us, t.graph_us, t.graph_n_us, t.graph_us / floor_us);
