@@ -265,8 +265,6 @@ __device__ __forceinline__ void WgmmaWriteState(const MlaVerifyParams& p, int b,
   float* part_lse = state.lse;
   unsigned short* part_o = state.o;
 
-  // ---- Normalized partial O through shared memory (stage 0, rows of 1 KB with 16-byte chunks
-  // XOR-swizzled by row % 8), then written with coalesced 16-byte stores; LSE from warpgroup 0.
   float inv[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {

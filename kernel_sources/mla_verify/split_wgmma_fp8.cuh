@@ -6,10 +6,14 @@
 // softmax, both add its P.V into their half of O). What differs (WgmmaFp8Smem):
 // - Q is loaded by the consumers, rounded to e4m3 once and stored as e4m3.
 // - e4m3 operands must be K-major, and V's reduction dim (the tokens) is not contiguous in the cache
-//   rows: the producer writes each landed tile's V transposed (vt), 16 tokens x 16 value dims a
-//   thread, by byte permutes, while the consumers already run the tile's Q.K^T.
+//   rows: two producer warps write each landed tile's V transposed (vt), 16 tokens x 16 value dims
+//   a block, by byte permutes, while the consumers already run the tile's Q.K^T; the other two stage
+//   the indices and issue the copies.
 // - P (e4m3) goes into the second half of the stage's group 4 (dims 512-575 use the first half).
-// The tree CTA reads bf16 k_extend and runs split_wgmma.cuh's kernel (MlaVerifySplit dispatches).
+// - This kernel computes the prefix chunks only (its grid's slab z is split z + 1): the draft tree
+//   reads bf16 k_extend and is a launch of MlaVerifySplit<H, mask, 0, 1> of its own
+//   (MlaVerifyPlan::tree_kernel).
+// Measured: bench/results/kernel_bench-2026-12-06-h100-fp8-mma.md.
 #pragma once
 
 // KJIT_FP8MMA_PROMOTE (experiments only, kernel_bench --define or a copied kernel tree): Q.K^T in
