@@ -39,6 +39,7 @@
 #include "mla_verify/split_wgmma.cuh"
 #include "mla_verify/timeline.cuh"
 #include "mla_verify/traits.h"
+#include "mla_verify/wgmma_consumer.cuh"
 
 namespace kjit {
 namespace mla {
@@ -246,17 +247,7 @@ __device__ __forceinline__ void WgmmaFp8SplitKernelBody(const MlaVerifyParams& p
 #pragma unroll
   for (int k = 0; k < 128; ++k) o[k] = 0.f;
   float m_run[2] = {NegInf(), NegInf()}, l_own[2] = {0.f, 0.f};
-  auto rescale_o = [&](float a0, float a1) {
-    if (__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) {
-#pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        o[4 * j] *= a0;
-        o[4 * j + 1] *= a0;
-        o[4 * j + 2] *= a1;
-        o[4 * j + 3] *= a1;
-      }
-    }
-  };
+  auto rescale_o = [&](float a0, float a1) { WgmmaRescaleO(o, a0, a1); };
   // P of tile t: the second 64 bytes of its stage's group 4 rows.
   auto p_addr = [&](int t) { return SmemAddr(sm.kv[t & 1]) + 4 * kGroupBytes + 64; };
 

@@ -57,7 +57,7 @@ TEST(IncludedKernelHeaders, MlaVerifyGetsWhatItIncludesAndNothingElse) {
   auto entry = KernelSource("mla_verify/mla_verify.cu");
   ASSERT_TRUE(entry.ok()) << entry.status();
   const std::set<std::string> names = HeaderNames(IncludedKernelHeaders(*entry));
-  for (const char* used : {"mla_verify/combine.cuh", "mla_verify/split_kernel.cuh", "mla_verify/split_wgmma.cuh", "mla_verify/split_wgmma_fp8.cuh",
+  for (const char* used : {"mla_verify/combine.cuh", "mla_verify/split_kernel.cuh", "mla_verify/split_wgmma.cuh", "mla_verify/split_wgmma_fp8.cuh", "mla_verify/wgmma_consumer.cuh",
                            "mla_verify/mask.cuh", "mla_verify/params.h", "mla_verify/request.cuh",
                            "mla_verify/traits.h", "common/bf16.cuh", "common/mbarrier.cuh", "common/mma.cuh",
                            "common/softmax.cuh", "common/sync.cuh", "common/wgmma.cuh"}) {

@@ -52,6 +52,54 @@ Status Launch(const driver::Api& api, CUfunction f, const KernelGeometry& g, CUs
   return driver::Check(api.cuLaunchKernelEx(&cfg, f, args, nullptr), what);
 }
 
+// The kernels' parameters for a launch that LaunchMlaVerify has checked.
+mla::MlaVerifyParams MakeParams(const MlaVerifyPlan& plan, const MlaVerifyProblem& p, const MlaVerifyBuffers& b,
+                                const MlaVerifyWorkspaceLayout& ws, CUdeviceptr error_word, size_t split_ctas,
+                                unsigned rows_cap) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  mla::MlaVerifyParams params{};
+  params.q = As<const unsigned short>(b.q);
+  params.k_extend = As<const unsigned short>(b.k_extend);
+  params.kv_cache = As<const unsigned short>(b.kv_cache);
+  params.v_extend = p.check_v_extend ? As<const unsigned short>(b.v_extend) : nullptr;
+  params.v_extend_stride_n = p.v_extend_stride_n;
+  params.qo_indptr = As<const void>(b.qo_indptr);
+  params.kv_indptr = As<const void>(b.kv_indptr);
+  params.qo_indptr_64 = p.qo_indptr_64 ? 1 : 0;
+  params.kv_indptr_64 = p.kv_indptr_64 ? 1 : 0;
+  params.kv_indices = As<const long long>(b.kv_indices);
+  params.mask = As<const void>(b.mask);
+  params.mask_indptr = As<const long long>(b.mask_indptr);
+  params.o = As<unsigned short>(b.o);
+  params.lse = p.write_lse ? As<float>(b.lse) : nullptr;
+  params.part_o = As<unsigned short>(b.workspace + ws.part_o_offset);
+  params.part_lse = As<float>(b.workspace + ws.part_lse_offset);
+  params.error_word = As<unsigned>(error_word);
+  params.accumulated_error_word = b.accumulated_error_word != 0 ? As<unsigned>(b.accumulated_error_word) : nullptr;
+  params.error_slots = As<unsigned>(b.workspace + ws.error_slots_offset);
+  params.error_slot_count = static_cast<int>(split_ctas);
+  params.combine_row_parts = plan.combine_row_parts;
+  params.num_q = p.num_q;
+  params.num_slots = p.num_slots;
+  params.num_kv_indices = p.num_kv_indices;
+  params.mask_len = p.mask_len;
+  params.q_stride_n = p.q_stride_n;
+  params.q_stride_h = p.q_stride_h;
+  params.k_extend_stride_n = p.k_extend_stride_n;
+  params.o_stride_n = p.o_stride_n;
+  params.o_stride_h = p.o_stride_h;
+  params.batch = p.batch;
+  params.max_draft = p.max_draft;
+  params.num_splits = plan.num_splits;
+  params.rows_cap = static_cast<int>(rows_cap);
+  const bool fp8_round = p.kv_dtype == KvDtype::kFp8E4m3 && p.fp8_numerics == Fp8Numerics::kFp8;
+  params.is_causal = (p.is_causal ? mla::kCausalBit : 0) | (fp8_round ? mla::kFp8RoundBit : 0);
+  params.prefix_scale_log2 = p.sm_scale * p.k_scale * kLog2e;
+  params.tree_scale_log2 = p.sm_scale * kLog2e;
+  params.v_scale = p.v_scale;
+  return params;
+}
+
 }  // namespace
 
 Status CheckLaunchPointer(std::string_view family, CUdeviceptr ptr, const char* name, unsigned align) {
@@ -126,47 +174,7 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
     KJIT_ASSIGN_OR_RETURN(tree, kernels.Function(kMlaVerifyFamily, plan.specialization, plan.tree_kernel));
   }
 
-  constexpr float kLog2e = 1.4426950408889634f;
-  mla::MlaVerifyParams params{};
-  params.q = As<const unsigned short>(b.q);
-  params.k_extend = As<const unsigned short>(b.k_extend);
-  params.kv_cache = As<const unsigned short>(b.kv_cache);
-  params.v_extend = p.check_v_extend ? As<const unsigned short>(b.v_extend) : nullptr;
-  params.v_extend_stride_n = p.v_extend_stride_n;
-  params.qo_indptr = As<const void>(b.qo_indptr);
-  params.kv_indptr = As<const void>(b.kv_indptr);
-  params.qo_indptr_64 = p.qo_indptr_64 ? 1 : 0;
-  params.kv_indptr_64 = p.kv_indptr_64 ? 1 : 0;
-  params.kv_indices = As<const long long>(b.kv_indices);
-  params.mask = As<const void>(b.mask);
-  params.mask_indptr = As<const long long>(b.mask_indptr);
-  params.o = As<unsigned short>(b.o);
-  params.lse = p.write_lse ? As<float>(b.lse) : nullptr;
-  params.part_o = As<unsigned short>(b.workspace + ws.part_o_offset);
-  params.part_lse = As<float>(b.workspace + ws.part_lse_offset);
-  params.error_word = As<unsigned>(error_word);
-  params.accumulated_error_word = b.accumulated_error_word != 0 ? As<unsigned>(b.accumulated_error_word) : nullptr;
-  params.error_slots = As<unsigned>(b.workspace + ws.error_slots_offset);
-  params.error_slot_count = static_cast<int>(split_ctas);
-  params.combine_row_parts = plan.combine_row_parts;
-  params.num_q = p.num_q;
-  params.num_slots = p.num_slots;
-  params.num_kv_indices = p.num_kv_indices;
-  params.mask_len = p.mask_len;
-  params.q_stride_n = p.q_stride_n;
-  params.q_stride_h = p.q_stride_h;
-  params.k_extend_stride_n = p.k_extend_stride_n;
-  params.o_stride_n = p.o_stride_n;
-  params.o_stride_h = p.o_stride_h;
-  params.batch = p.batch;
-  params.max_draft = p.max_draft;
-  params.num_splits = plan.num_splits;
-  params.rows_cap = static_cast<int>(rows_cap);
-  const bool fp8_round = p.kv_dtype == KvDtype::kFp8E4m3 && p.fp8_numerics == Fp8Numerics::kFp8;
-  params.is_causal = (p.is_causal ? mla::kCausalBit : 0) | (fp8_round ? mla::kFp8RoundBit : 0);
-  params.prefix_scale_log2 = p.sm_scale * p.k_scale * kLog2e;
-  params.tree_scale_log2 = p.sm_scale * kLog2e;
-  params.v_scale = p.v_scale;
+  mla::MlaVerifyParams params = MakeParams(plan, p, b, ws, error_word, split_ctas, rows_cap);
 
   KJIT_RETURN_IF_ERROR(Launch(*api, split, plan.main, stream, &params, "mla_verify: launch split kernel"));
   if (tree_launch) {
