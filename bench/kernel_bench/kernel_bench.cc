@@ -1,6 +1,6 @@
 // kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|32x32|64x64] [--only LABEL[|LABEL...]]
 //              [--define NAME=VALUE]... [--graph-calls N] [--timeline] [--proxy sm_120] [--compile-only]
-//              [--kv bf16,fp8,fp8-numerics]
+//              [--kv bf16,fp8,fp8-numerics] [--fp8-mma auto|always|never]
 // Roofline of the mla_verify kernel: KERNEL.md's seven shapes, batch sweeps (H8 D16 at P16k, P4k and
 // P1k) and a prefix sweep (H8 D16, 1k..256k). Per row: model bytes and FLOPs, floor = max(bytes / copy
 // bandwidth, FLOPs / mma.sync peak) with both ceilings measured in this run, and median times over
@@ -22,7 +22,9 @@
 // the bf16 mma.sync peak's: dequant runs 16-bit MMAs (bf16, or f16 on the 32x32 tile). fp8 numerics
 // on sm_90a run both prefix products on e4m3 warpgroup MMAs: their floor takes twice that peak. On the
 // 32x32 tile fp8 numerics' Q.K^T runs e4m3 MMAs (twice the rate on sm_120; emulated on sm_90), so the
-// bf16 floor is conservative for those rows.
+// bf16 floor is conservative for those rows. --fp8-mma sets the plan's MlaVerifyPlanOptions::fp8_mma
+// (auto: e4m3 MMAs on sm_90a only where each prefix chunk is long enough); rows that ran them say
+// "(e4m3 MMAs)" after their label.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -61,6 +63,7 @@ struct Options {
   bool proxy = false;  // --proxy sm_120
   bool compile_only = false;
   std::vector<std::string> kv = {"bf16", "fp8"};  // --kv
+  kernels::Fp8MmaChoice fp8_mma = kernels::Fp8MmaChoice::kAuto;  // --fp8-mma
   // The tile every row runs: --tile, or under --proxy sm_120 without it sm_120's own (the 32x32
   // tile, for either cache), forced onto this device.
   int Tile() const { return proxy && tile == 0 ? mla::ResolvedTile(mla::kTileArch, 12) : tile; }
@@ -161,7 +164,7 @@ Status RunShape(const Bench& bench, const Shape& s, std::string* md, std::string
     const kernels::MlaVerifyProblem p = in.problem();
     const driver::DeviceInfo& plan_dev = bench.proxy ? bench.proxy->plan_device : bench.dev;
     KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan,
-                          kernels::PlanMlaVerify(p, plan_dev, {.tile = opt.Tile(), .num_splits = splits}));
+                          kernels::PlanMlaVerify(p, plan_dev, {.tile = opt.Tile(), .num_splits = splits, .fp8_mma = opt.fp8_mma}));
     ProxyResidency residency;
     if (bench.proxy) {
       KJIT_ASSIGN_OR_RETURN(residency, bench.proxy->MatchResidency(bench.table, &plan));
@@ -177,10 +180,10 @@ Status RunShape(const Bench& bench, const Shape& s, std::string* md, std::string
       return absl::InternalError(absl::StrCat(s.label, ": kernel raised error bits ", err));
     // A plan with a tree launch of its own runs the prefix on e4m3 MMAs (sm_90a's fp8 numerics): its
     // FLOPs at twice the bf16 peak.
-    const double flops_per_s = bench.ceil.mma_flops_per_s * (plan.tree_kernel.empty() ? 1 : 2);
+    const double flops_per_s = bench.ceil.mma_flops_per_s * (plan.e4m3_mma() ? 2 : 1);
     const double floor_us = std::max(bytes / bench.ceil.copy_bytes_per_s, flops / flops_per_s) * 1e6;
     std::string row = absl::StrFormat("| %s | %d | %d | %d | %d | %d | %.1f | %.2f | %.1f | %.1f | %.1f | %.1f | %.2f |",
-                                      s.label, s.batch, s.heads, s.draft, s.prefix, plan.num_splits, bytes / 1e6,
+                                      s.label + (plan.e4m3_mma() ? " (e4m3 MMAs)" : ""), s.batch, s.heads, s.draft, s.prefix, plan.num_splits, bytes / 1e6,
                                       flops / 1e9, floor_us, t.eager_us, t.graph_us, t.graph_n_us, t.graph_us / floor_us);
     if (bench.proxy) {
       KJIT_ASSIGN_OR_RETURN(const double hz, MeasureSmClockHz(bench.table, bench.dev, bench.stream));
@@ -278,7 +281,7 @@ Status Run(Options opt) {
 constexpr char kUsage[] =
     "usage: kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|32x32|64x64] [--only LABEL[|LABEL...]] "
     "[--define NAME=VALUE]... [--graph-calls N] [--timeline] [--proxy sm_120] [--compile-only] "
-    "[--kv bf16,fp8,fp8-numerics]\n";
+    "[--kv bf16,fp8,fp8-numerics] [--fp8-mma auto|always|never]\n";
 
 // Parses argv into opt; false (after a message) on a bad argument.
 bool Parse(int argc, char** argv, Options* opt) {
@@ -328,6 +331,18 @@ bool Parse(int argc, char** argv, Options* opt) {
       }
       if (opt->kv.empty()) {
         std::fputs("kernel_bench: --kv needs at least one of bf16, fp8, fp8-numerics\n", stderr);
+        return false;
+      }
+    } else if (!std::strcmp(argv[i], "--fp8-mma") && has_value) {
+      const std::string m = argv[++i];
+      if (m == "auto") {
+        opt->fp8_mma = kernels::Fp8MmaChoice::kAuto;
+      } else if (m == "always") {
+        opt->fp8_mma = kernels::Fp8MmaChoice::kAlways;
+      } else if (m == "never") {
+        opt->fp8_mma = kernels::Fp8MmaChoice::kNever;
+      } else {
+        std::fprintf(stderr, "kernel_bench: --fp8-mma takes auto, always or never, not %s\n", m.c_str());
         return false;
       }
     } else if (!std::strcmp(argv[i], "--timeline")) {

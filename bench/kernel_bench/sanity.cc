@@ -12,10 +12,10 @@ namespace kjit::bench {
 namespace {
 
 Status RunCase(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev, CUstream stream,
-               const reference::CaseSpec& spec, int tile) {
+               const reference::CaseSpec& spec, const kernels::MlaVerifyPlanOptions& options) {
   const reference::MlaCase c = reference::MakeCase(spec);
   const kernels::MlaVerifyProblem& p = c.problem;
-  KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, kernels::PlanMlaVerify(p, dev, {.tile = tile}));
+  KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan, kernels::PlanMlaVerify(p, dev, options));
   KJIT_ASSIGN_OR_RETURN(std::unique_ptr<gputest::DeviceCase> d,
                         gputest::DeviceCase::Create(c, plan.workspace_bytes));  // outputs poisoned
   KJIT_RETURN_IF_ERROR(kernels::LaunchMlaVerify(kernels, plan, p, d->Buffers(p.write_lse), stream));
@@ -28,9 +28,9 @@ Status RunCase(const kernels::KernelTable& kernels, const driver::DeviceInfo& de
   const reference::RefOutput want = reference::Reference(c);
   const reference::Comparison cmp =
       reference::Compare(c, want, got, p.write_lse ? got_lse : std::vector<float>{},
-                         plan.tree_kernel.empty() ? reference::Tolerance{} : reference::E4m3MmaTolerance());
-  std::printf("sanity %s%s B%d splits=%d: %s\n", plan.specialization.c_str(),
-              reference::UsesFp8Numerics(p) ? " (fp8 numerics)" : "", p.batch, plan.num_splits,
+                         plan.e4m3_mma() ? reference::E4m3MmaTolerance() : reference::Tolerance{});
+  std::printf("sanity %s%s%s B%d splits=%d: %s\n", plan.specialization.c_str(),
+              reference::UsesFp8Numerics(p) ? " (fp8 numerics)" : "", plan.e4m3_mma() ? " (e4m3 MMAs)" : "", p.batch, plan.num_splits,
               cmp.Describe().c_str());
   if (!cmp.ok()) return absl::InternalError(absl::StrCat("mla_verify disagrees with the reference: ", cmp.Describe()));
   if (err != 0) return absl::InternalError(absl::StrCat("mla_verify raised error bits ", err, " on a valid case"));
@@ -75,7 +75,12 @@ Status CheckAgainstReference(const kernels::KernelTable& kernels, const driver::
       std::printf("sanity: tile %d has no fp8 variant; fp8 cases not run\n", tile);
       continue;
     }
-    KJIT_RETURN_IF_ERROR(RunCase(kernels, dev, stream, s, tile));
+    // fp8 numerics both ways where the device has e4m3 MMAs (these small cases would plan without).
+    const bool fp8_numerics = s.kv_dtype == kernels::KvDtype::kFp8E4m3 && s.fp8_numerics == kernels::Fp8Numerics::kFp8;
+    for (kernels::Fp8MmaChoice m : {kernels::Fp8MmaChoice::kNever, kernels::Fp8MmaChoice::kAlways}) {
+      KJIT_RETURN_IF_ERROR(RunCase(kernels, dev, stream, s, {.tile = tile, .fp8_mma = m}));
+      if (!fp8_numerics) break;
+    }
   }
   return absl::OkStatus();
 }

@@ -42,6 +42,9 @@ struct Family {
   // it, and for the 64x64 mma.sync tile, which has no fp8 variant, its plans must refuse one with
   // UNIMPLEMENTED. The 32x32 tile converts e4m3 with sm_89's cvt: planned from major 9.
   int fp8_from_cc_major = 0;
+  // MlaVerifyPlanOptions::fp8_mma: the test cases' prefixes are short, so fp8 numerics plan on
+  // e4m3 MMAs (sm_90a) only where a family asks for them always.
+  kernels::Fp8MmaChoice fp8_mma = kernels::Fp8MmaChoice::kAuto;
 };
 inline constexpr int kNoFp8 = 1000;
 inline bool PlansFp8(const Family& f, const driver::DeviceInfo& d) { return d.cc_major >= f.fp8_from_cc_major; }
@@ -58,12 +61,15 @@ inline const Family kFastTile64x64{"fast_t64x64", &kernels::PlanMlaVerify, &kern
                                    mla::kTile64x64, /*fp8_from_cc_major=*/kNoFp8};
 inline const Family kFastTileQReg32x32{"fast_tq32x32", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
                                        mla::kTileQReg32x32, /*fp8_from_cc_major=*/9};
+// The fast family with fp8 numerics on e4m3 MMAs wherever the device has them (sm_90a).
+inline const Family kFastE4m3Mma{"fast_e4m3mma", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify, 0, 0,
+                                 kernels::Fp8MmaChoice::kAlways};
 inline const Family kNaive{"naive", &PlanNaive, &kernels::LaunchMlaVerifyNaive};
 
 // The family's plan of the case, with a fixed number of prefix chunks when num_splits > 0.
 inline StatusOr<kernels::MlaVerifyPlan> PlanFor(const Family& f, const reference::MlaCase& c,
                                                 const driver::DeviceInfo& device, int num_splits = 0) {
-  return f.plan(c.problem, device, {.tile = f.tile, .num_splits = num_splits});
+  return f.plan(c.problem, device, {.tile = f.tile, .num_splits = num_splits, .fp8_mma = f.fp8_mma});
 }
 
 // Device 0 with its context, a stream, and every specialization of both families loaded. Built once
@@ -125,7 +131,7 @@ struct RunResult {
   std::vector<uint16_t> o;
   std::vector<float> lse;  // empty when the problem does not write lse
   uint32_t error_word = 0xffffffffu;
-  bool e4m3_mma = false;  // the plan ran fp8 numerics on e4m3 MMAs (sm_90a: MlaVerifyPlan::tree_kernel)
+  bool e4m3_mma = false;  // the plan ran fp8 numerics on e4m3 MMAs (MlaVerifyPlan::e4m3_mma)
   // The tolerance against the reference that fits the kernel that ran.
   reference::Tolerance Tolerance() const { return e4m3_mma ? reference::E4m3MmaTolerance() : reference::Tolerance{}; }
 };
@@ -140,7 +146,7 @@ inline StatusOr<RunResult> RunOnce(const Family& family, const reference::MlaCas
   KJIT_RETURN_IF_ERROR(family.launch(*rt.kernels, plan, c.problem, d->Buffers(c.problem.write_lse), rt.stream->get()));
   KJIT_RETURN_IF_ERROR(rt.stream->Synchronize());
   RunResult r;
-  r.e4m3_mma = !plan.tree_kernel.empty();
+  r.e4m3_mma = plan.e4m3_mma();
   KJIT_RETURN_IF_ERROR(d->Download(&r.o, &r.lse, &r.error_word, plan.error_word_offset));
   if (!c.problem.write_lse) r.lse.clear();
   return r;

@@ -566,6 +566,23 @@ TEST_P(MlaVerifyFp8Gpu, ErrorAgainstTheExactMathIsMeasured) {
   }
 }
 
+// Which kernel fp8 numerics plan: e4m3 MMAs only on sm_90's own tile, and there where each prefix
+// chunk repays the tree's launch (a long max_prefix) or the family asks for them always; the
+// emulating kernel (one split launch) otherwise. Dequant never plans them.
+TEST_P(MlaVerifyFp8Gpu, E4m3MmasArePlannedOnlyWhereTheyPay) {
+  GpuRuntime& rt = GpuRuntime::Get();
+  MlaCase c = Fp8Case(MediumSpec(3811));
+  const bool can = numerics() == kernels::Fp8Numerics::kFp8 && family().plan == &kernels::PlanMlaVerify &&
+                   family().tile == 0 && rt.device.cc_major == 9;
+  for (int64_t max_prefix : {int64_t{1024}, int64_t{1} << 20}) {
+    c.problem.max_prefix = max_prefix;
+    StatusOr<kernels::MlaVerifyPlan> plan = PlanFor(family(), c, rt.device);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const bool want = can && (family().fp8_mma == kernels::Fp8MmaChoice::kAlways || max_prefix > 1024);
+    EXPECT_EQ(plan->e4m3_mma(), want) << "max_prefix " << max_prefix;
+  }
+}
+
 TEST_P(MlaVerifyFp8Gpu, SanitizeSmallCasesBothMasks) {
   for (auto mask : {kernels::MaskKind::kBool, kernels::MaskKind::kPacked}) {
     const CaseSpec s = Fp8(SmallSpec(3901, mask));
@@ -581,14 +598,20 @@ TEST_P(MlaVerifyFp8Gpu, SanitizeOutOfRangeSlotAndSeveralTiles) {
   EXPECT_TRUE(run.error_word & kernels::kMlaErrKvIndexOutOfRange);
 }
 
+std::string Fp8ParamName(const ::testing::TestParamInfo<std::tuple<Family, kernels::Fp8Numerics>>& info) {
+  const bool fp8 = std::get<1>(info.param) == kernels::Fp8Numerics::kFp8;
+  return std::string(std::get<0>(info.param).name) + (fp8 ? "_fp8" : "_dequant");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Families, MlaVerifyFp8Gpu,
     ::testing::Combine(::testing::Values(kFast, kFastTile32x16, kFastTileQReg32x32, kNaive),
                        ::testing::Values(kernels::Fp8Numerics::kDequant, kernels::Fp8Numerics::kFp8)),
-    [](const ::testing::TestParamInfo<std::tuple<Family, kernels::Fp8Numerics>>& info) {
-      const bool fp8 = std::get<1>(info.param) == kernels::Fp8Numerics::kFp8;
-      return std::string(std::get<0>(info.param).name) + (fp8 ? "_fp8" : "_dequant");
-    });
+    Fp8ParamName);
+// fp8 numerics' e4m3-MMA kernels (sm_90a), which the short test cases would not plan by themselves.
+INSTANTIATE_TEST_SUITE_P(E4m3Mma, MlaVerifyFp8Gpu,
+                         ::testing::Combine(::testing::Values(kFastE4m3Mma), ::testing::Values(kernels::Fp8Numerics::kFp8)),
+                         Fp8ParamName);
 
 }  // namespace
 }  // namespace kjit::gputest

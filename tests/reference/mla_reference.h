@@ -136,7 +136,7 @@ struct Tolerance {
   double max_rel_frob = 4e-3;
   double lse_atol = 1e-3;
   double lse_rtol = 1e-5;
-  // fp8 numerics computed on e4m3 MMAs (sm_90a's prefix kernel, MlaVerifyPlan::tree_kernel set):
+  // fp8 numerics computed on e4m3 MMAs (sm_90a's prefix kernel, MlaVerifyPlan::e4m3_mma):
   // their products are exact but their sums are not fp32's (Hopper's e4m3 MMAs keep only part of
   // each k-step's sum; DeepSeek-V3's report measured about 14 bits). A score then errs relative to
   // the sum of its products' magnitudes (RefOutput::score_abs, scaled): delta =

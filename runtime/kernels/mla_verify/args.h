@@ -66,9 +66,14 @@ struct MlaVerifyProblem {
 
 // Knobs of tests and benchmarks (production plans never set them): a tile other than the device's
 // own (mla::TileId, on any device with the shared memory) and a fixed number of prefix chunks.
+// fp8_mma: where the plan may run fp8 numerics' prefix on e4m3 MMAs (sm_90a's own tile, a launch
+// more for the draft tree; MlaVerifyPlan::e4m3_mma), kAuto takes them when each prefix chunk is long
+// enough to repay that launch; kAlways wherever the device has them, kNever nowhere.
+enum class Fp8MmaChoice : int { kAuto = 0, kAlways = 1, kNever = 2 };
 struct MlaVerifyPlanOptions {
   int tile = 0;        // mla_verify: 0 = the device's tile; 1 = 32x16, 2 = 64x64 mma.sync
   int num_splits = 0;  // mla_verify: prefix chunks per request when > 0; 0 = planned
+  Fp8MmaChoice fp8_mma = Fp8MmaChoice::kAuto;
 };
 
 // Device addresses (all on the launching device). lse == 0 when not written.
@@ -127,6 +132,9 @@ struct MlaVerifyPlan {
   // (grid z = 1). Empty otherwise (the main kernel's last slab is the tree).
   std::string tree_kernel;
   KernelGeometry tree;
+  // The prefix runs fp8 numerics on e4m3 MMAs (whose sums are not fp32's: the tests' tolerance
+  // reference::E4m3MmaTolerance applies), with the draft tree as a launch of its own.
+  bool e4m3_mma() const { return !tree_kernel.empty(); }
   Fp8Numerics fp8_numerics = Fp8Numerics::kDequant;  // what the plan was made for (fp8 caches)
   int combine_row_parts = 1;   // mla_verify: the combine's layout as traits.h encodes it (CombineIsWide)
 };
