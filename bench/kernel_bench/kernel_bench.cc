@@ -1,6 +1,6 @@
 // kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|32x32|64x64] [--only LABEL[|LABEL...]]
 //              [--define NAME=VALUE]... [--graph-calls N] [--timeline] [--proxy sm_120] [--compile-only]
-//              [--kv bf16,fp8,fp8-numerics] [--fp8-mma auto|always|never]
+//              [--kv bf16,fp8,fp8-numerics] [--fp8-mma on|off]
 // Roofline of the mla_verify kernel: KERNEL.md's seven shapes, batch sweeps (H8 D16 at P16k, P4k and
 // P1k) and a prefix sweep (H8 D16, 1k..256k). Per row: model bytes and FLOPs, floor = max(bytes / copy
 // bandwidth, FLOPs / mma.sync peak) with both ceilings measured in this run, and median times over
@@ -22,9 +22,9 @@
 // the bf16 mma.sync peak's: dequant runs 16-bit MMAs (bf16, or f16 on the 32x32 tile). fp8 numerics
 // on sm_90a run both prefix products on e4m3 warpgroup MMAs: their floor takes twice that peak. On the
 // 32x32 tile fp8 numerics' Q.K^T runs e4m3 MMAs (twice the rate on sm_120; emulated on sm_90), so the
-// bf16 floor is conservative for those rows. --fp8-mma sets the plan's MlaVerifyPlanOptions::fp8_mma
-// (auto: e4m3 MMAs on sm_90a only where each prefix chunk is long enough); rows that ran them say
-// "(e4m3 MMAs)" after their label.
+// bf16 floor is conservative for those rows. --fp8-mma off plans fp8 numerics on the emulating kernel
+// (MlaVerifyPlanOptions::fp8_mma) where they would run on e4m3 MMAs (sm_90a); rows that ran e4m3
+// MMAs say "(e4m3 MMAs)" after their label.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -63,7 +63,7 @@ struct Options {
   bool proxy = false;  // --proxy sm_120
   bool compile_only = false;
   std::vector<std::string> kv = {"bf16", "fp8"};  // --kv
-  kernels::Fp8MmaChoice fp8_mma = kernels::Fp8MmaChoice::kAuto;  // --fp8-mma
+  bool fp8_mma = true;  // --fp8-mma on|off
   // The tile every row runs: --tile, or under --proxy sm_120 without it sm_120's own (the 32x32
   // tile, for either cache), forced onto this device.
   int Tile() const { return proxy && tile == 0 ? mla::ResolvedTile(mla::kTileArch, 12) : tile; }
@@ -281,7 +281,7 @@ Status Run(Options opt) {
 constexpr char kUsage[] =
     "usage: kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|32x32|64x64] [--only LABEL[|LABEL...]] "
     "[--define NAME=VALUE]... [--graph-calls N] [--timeline] [--proxy sm_120] [--compile-only] "
-    "[--kv bf16,fp8,fp8-numerics] [--fp8-mma auto|always|never]\n";
+    "[--kv bf16,fp8,fp8-numerics] [--fp8-mma on|off]\n";
 
 // Parses argv into opt; false (after a message) on a bad argument.
 bool Parse(int argc, char** argv, Options* opt) {
@@ -335,16 +335,11 @@ bool Parse(int argc, char** argv, Options* opt) {
       }
     } else if (!std::strcmp(argv[i], "--fp8-mma") && has_value) {
       const std::string m = argv[++i];
-      if (m == "auto") {
-        opt->fp8_mma = kernels::Fp8MmaChoice::kAuto;
-      } else if (m == "always") {
-        opt->fp8_mma = kernels::Fp8MmaChoice::kAlways;
-      } else if (m == "never") {
-        opt->fp8_mma = kernels::Fp8MmaChoice::kNever;
-      } else {
-        std::fprintf(stderr, "kernel_bench: --fp8-mma takes auto, always or never, not %s\n", m.c_str());
+      if (m != "on" && m != "off") {
+        std::fprintf(stderr, "kernel_bench: --fp8-mma takes on or off, not %s\n", m.c_str());
         return false;
       }
+      opt->fp8_mma = m == "on";
     } else if (!std::strcmp(argv[i], "--timeline")) {
       opt->timeline = true;
     } else if (!std::strcmp(argv[i], "--compile-only")) {

@@ -42,9 +42,9 @@ struct Family {
   // it, and for the 64x64 mma.sync tile, which has no fp8 variant, its plans must refuse one with
   // UNIMPLEMENTED. The 32x32 tile converts e4m3 with sm_89's cvt: planned from major 9.
   int fp8_from_cc_major = 0;
-  // MlaVerifyPlanOptions::fp8_mma: the test cases' prefixes are short, so fp8 numerics plan on
-  // e4m3 MMAs (sm_90a) only where a family asks for them always.
-  kernels::Fp8MmaChoice fp8_mma = kernels::Fp8MmaChoice::kAuto;
+  // MlaVerifyPlanOptions::fp8_mma: false runs fp8 numerics on the emulating kernel even where the
+  // device has e4m3 MMAs (sm_90a).
+  bool fp8_mma = true;
 };
 inline constexpr int kNoFp8 = 1000;
 inline bool PlansFp8(const Family& f, const driver::DeviceInfo& d) { return d.cc_major >= f.fp8_from_cc_major; }
@@ -61,9 +61,10 @@ inline const Family kFastTile64x64{"fast_t64x64", &kernels::PlanMlaVerify, &kern
                                    mla::kTile64x64, /*fp8_from_cc_major=*/kNoFp8};
 inline const Family kFastTileQReg32x32{"fast_tq32x32", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify,
                                        mla::kTileQReg32x32, /*fp8_from_cc_major=*/9};
-// The fast family with fp8 numerics on e4m3 MMAs wherever the device has them (sm_90a).
-inline const Family kFastE4m3Mma{"fast_e4m3mma", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify, 0, 0,
-                                 kernels::Fp8MmaChoice::kAlways};
+// The fast family with fp8 numerics on the emulating kernel where the device's own would run e4m3
+// MMAs (sm_90a).
+inline const Family kFastFp8Emulated{"fast_fp8emul", &kernels::PlanMlaVerify, &kernels::LaunchMlaVerify, 0, 0,
+                                     /*fp8_mma=*/false};
 inline const Family kNaive{"naive", &PlanNaive, &kernels::LaunchMlaVerifyNaive};
 
 // The family's plan of the case, with a fixed number of prefix chunks when num_splits > 0.

@@ -566,21 +566,15 @@ TEST_P(MlaVerifyFp8Gpu, ErrorAgainstTheExactMathIsMeasured) {
   }
 }
 
-// Which kernel fp8 numerics plan: e4m3 MMAs only on sm_90's own tile, and there where each prefix
-// chunk repays the tree's launch (a long max_prefix) or the family asks for them always; the
-// emulating kernel (one split launch) otherwise. Dequant never plans them.
-TEST_P(MlaVerifyFp8Gpu, E4m3MmasArePlannedOnlyWhereTheyPay) {
+// Which kernel fp8 numerics plan: e4m3 MMAs on sm_90's own tile, unless the family asks for the
+// emulating kernel; dequant and the other tiles never plan them.
+TEST_P(MlaVerifyFp8Gpu, E4m3MmasArePlannedOnlyOnSm90aOwnTile) {
   GpuRuntime& rt = GpuRuntime::Get();
-  MlaCase c = Fp8Case(MediumSpec(3811));
-  const bool can = numerics() == kernels::Fp8Numerics::kFp8 && family().plan == &kernels::PlanMlaVerify &&
-                   family().tile == 0 && rt.device.cc_major == 9;
-  for (int64_t max_prefix : {int64_t{1024}, int64_t{1} << 20}) {
-    c.problem.max_prefix = max_prefix;
-    StatusOr<kernels::MlaVerifyPlan> plan = PlanFor(family(), c, rt.device);
-    ASSERT_TRUE(plan.ok()) << plan.status();
-    const bool want = can && (family().fp8_mma == kernels::Fp8MmaChoice::kAlways || max_prefix > 1024);
-    EXPECT_EQ(plan->e4m3_mma(), want) << "max_prefix " << max_prefix;
-  }
+  const MlaCase c = Fp8Case(MediumSpec(3811));
+  StatusOr<kernels::MlaVerifyPlan> plan = PlanFor(family(), c, rt.device);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->e4m3_mma(), numerics() == kernels::Fp8Numerics::kFp8 && family().plan == &kernels::PlanMlaVerify &&
+                                  family().tile == 0 && family().fp8_mma && rt.device.cc_major == 9);
 }
 
 TEST_P(MlaVerifyFp8Gpu, SanitizeSmallCasesBothMasks) {
@@ -608,9 +602,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(kFast, kFastTile32x16, kFastTileQReg32x32, kNaive),
                        ::testing::Values(kernels::Fp8Numerics::kDequant, kernels::Fp8Numerics::kFp8)),
     Fp8ParamName);
-// fp8 numerics' e4m3-MMA kernels (sm_90a), which the short test cases would not plan by themselves.
-INSTANTIATE_TEST_SUITE_P(E4m3Mma, MlaVerifyFp8Gpu,
-                         ::testing::Combine(::testing::Values(kFastE4m3Mma), ::testing::Values(kernels::Fp8Numerics::kFp8)),
+// fp8 numerics on the emulating kernel where the fast family runs e4m3 MMAs (sm_90a).
+INSTANTIATE_TEST_SUITE_P(Emulated, MlaVerifyFp8Gpu,
+                         ::testing::Combine(::testing::Values(kFastFp8Emulated), ::testing::Values(kernels::Fp8Numerics::kFp8)),
                          Fp8ParamName);
 
 }  // namespace

@@ -392,49 +392,28 @@ TEST(MlaVerifyPlanTest, Fp8NumericsOnSm90aPlanThePrefixOnE4m3MmasAndATreeLaunch)
   EXPECT_EQ(dequant->main.grid[2], static_cast<unsigned>(dequant->num_splits) + 1);
 }
 
-// Fp8MmaChoice::kAuto takes the e4m3 MMAs (and their tree launch) only where each prefix chunk holds
-// kFp8MmaMinChunkTiles KV tiles or more; short prefixes keep one split launch (the emulating kernel).
-// kAlways and kNever override it; an unknown max_prefix plans as the split model's typical prefix.
-TEST(MlaVerifyPlanTest, Fp8NumericsTakeE4m3MmasOnlyWhereEachChunkRepaysTheTreeLaunch) {
-  const MlaVerifyTile tile = MlaVerifyTileFor(9);
-  for (int64_t prefix : {1024, 2048, 4096, 8192, 16384, 65536, 262144}) {
-    for (int batch : {1, 2, 8}) {
+// fp8 numerics on sm_90a plan e4m3 MMAs whatever the prefix and batch; options.fp8_mma = false keeps
+// the emulating kernel (one split launch, the tree its last slab) with the same split count.
+TEST(MlaVerifyPlanTest, Fp8NumericsOnSm90aRunE4m3MmasUnlessTheOptionRefusesThem) {
+  for (int64_t prefix : {0, 1024, 4096, 16384, 262144}) {
+    for (int batch : {1, 4}) {
       MlaVerifyProblem p = Problem(batch, 8, 16, prefix);
       p.kv_dtype = KvDtype::kFp8E4m3;
       p.fp8_numerics = Fp8Numerics::kFp8;
-      auto plan = PlanMlaVerify(p, H200());
-      ASSERT_TRUE(plan.ok()) << plan.status();
-      const long tiles = (prefix + tile.kv_tile - 1) / tile.kv_tile;
-      const long chunk = (tiles + plan->num_splits - 1) / plan->num_splits;
-      EXPECT_EQ(plan->e4m3_mma(), chunk >= internal::kFp8MmaMinChunkTiles)
-          << "P " << prefix << " bs " << batch << ": " << plan->num_splits << " splits";
-      EXPECT_EQ(plan->main.grid[2], static_cast<unsigned>(plan->num_splits) + (plan->e4m3_mma() ? 0 : 1));
-      EXPECT_EQ(plan->main_kernel, plan->e4m3_mma() ? "kjit::mla::MlaVerifySplit<8, 0, 0, 2>"
-                                                    : "kjit::mla::MlaVerifySplit<8, 0, 0, 1>");
-      auto always = PlanMlaVerify(p, H200(), {.fp8_mma = Fp8MmaChoice::kAlways});
-      ASSERT_TRUE(always.ok()) << always.status();
-      EXPECT_TRUE(always->e4m3_mma());
-      EXPECT_EQ(always->num_splits, plan->num_splits);
-      auto never = PlanMlaVerify(p, H200(), {.fp8_mma = Fp8MmaChoice::kNever});
-      ASSERT_TRUE(never.ok()) << never.status();
-      EXPECT_FALSE(never->e4m3_mma());
-      EXPECT_FALSE(PlanMlaVerify(p, RtxPro6000(), {.fp8_mma = Fp8MmaChoice::kAlways})->e4m3_mma());
+      auto mma = PlanMlaVerify(p, H200());
+      ASSERT_TRUE(mma.ok()) << mma.status();
+      EXPECT_TRUE(mma->e4m3_mma()) << "P " << prefix << " bs " << batch;
+      EXPECT_EQ(mma->main.grid[2], static_cast<unsigned>(mma->num_splits));
+      auto emulated = PlanMlaVerify(p, H200(), {.fp8_mma = false});
+      ASSERT_TRUE(emulated.ok()) << emulated.status();
+      EXPECT_FALSE(emulated->e4m3_mma());
+      EXPECT_EQ(emulated->main_kernel, "kjit::mla::MlaVerifySplit<8, 0, 0, 1>");
+      EXPECT_EQ(emulated->num_splits, mma->num_splits);
+      EXPECT_EQ(emulated->main.grid[2], static_cast<unsigned>(emulated->num_splits) + 1);
+      EXPECT_EQ(emulated->fp8_numerics, Fp8Numerics::kFp8);
+      EXPECT_FALSE(PlanMlaVerify(p, RtxPro6000())->e4m3_mma());
     }
   }
-  MlaVerifyProblem shortp = Problem(1, 8, 16, 1024);
-  shortp.kv_dtype = KvDtype::kFp8E4m3;
-  shortp.fp8_numerics = Fp8Numerics::kFp8;
-  EXPECT_FALSE(PlanMlaVerify(shortp, H200())->e4m3_mma());
-  MlaVerifyProblem longp = shortp;
-  longp.max_prefix = 65536;
-  EXPECT_TRUE(PlanMlaVerify(longp, H200())->e4m3_mma());
-  MlaVerifyProblem unknown = shortp, typical = shortp;
-  unknown.max_prefix = 0;
-  typical.max_prefix = 16384;
-  EXPECT_EQ(PlanMlaVerify(unknown, H200())->e4m3_mma(), PlanMlaVerify(typical, H200())->e4m3_mma());
-  MlaVerifyPlanOptions bad;
-  bad.fp8_mma = static_cast<Fp8MmaChoice>(7);
-  EXPECT_EQ(PlanMlaVerify(longp, H200(), bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(MlaVerifyPlanTest, AnFp8CacheTakesTheFp8SpecializationOnEveryTileThatHasOne) {

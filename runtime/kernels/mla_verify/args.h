@@ -65,15 +65,14 @@ struct MlaVerifyProblem {
 };
 
 // Knobs of tests and benchmarks (production plans never set them): a tile other than the device's
-// own (mla::TileId, on any device with the shared memory) and a fixed number of prefix chunks.
-// fp8_mma: where the plan may run fp8 numerics' prefix on e4m3 MMAs (sm_90a's own tile, a launch
-// more for the draft tree; MlaVerifyPlan::e4m3_mma), kAuto takes them when each prefix chunk is long
-// enough to repay that launch; kAlways wherever the device has them, kNever nowhere.
-enum class Fp8MmaChoice : int { kAuto = 0, kAlways = 1, kNever = 2 };
+// own (mla::TileId, on any device with the shared memory), a fixed number of prefix chunks, and the
+// emulating kernel for fp8 numerics.
 struct MlaVerifyPlanOptions {
   int tile = 0;        // mla_verify: 0 = the device's tile; 1 = 32x16, 2 = 64x64 mma.sync
   int num_splits = 0;  // mla_verify: prefix chunks per request when > 0; 0 = planned
-  Fp8MmaChoice fp8_mma = Fp8MmaChoice::kAuto;
+  // fp8 numerics on e4m3 MMAs where the device has them (sm_90a's own tile: MlaVerifyPlan::e4m3_mma);
+  // false: the emulating split kernel (bf16 MMAs on e4m3-rounded operands) everywhere.
+  bool fp8_mma = true;
 };
 
 // Device addresses (all on the launching device). lse == 0 when not written.

@@ -38,8 +38,6 @@ Status ValidateOptions(const MlaVerifyPlanOptions& o) {
     return Invalid(absl::StrCat("num_splits = ", o.num_splits, "; need 0..", mla::kCombineMaxStates - 1));
   if (o.tile < 0 || o.tile >= mla::kNumTileIds)
     return Invalid(absl::StrCat("tile = ", o.tile, "; need 0 (the device's tile), 1 (32x16), 2 (64x64 mma.sync) or 3 (32x32, Q in registers)"));
-  if (o.fp8_mma != Fp8MmaChoice::kAuto && o.fp8_mma != Fp8MmaChoice::kAlways && o.fp8_mma != Fp8MmaChoice::kNever)
-    return Invalid("fp8_mma must be kAuto, kAlways or kNever");
   return absl::OkStatus();
 }
 
@@ -88,16 +86,12 @@ Status ValidateProblem(const MlaVerifyProblem& p) {
   return absl::OkStatus();
 }
 
-// The prefix length the plan's models assume. Unknown: a typical verify prefix. A hint past 2^40
-// tokens (more than any cache holds) counts as 2^40, which keeps the models' arithmetic in range.
-long PlannedPrefix(const MlaVerifyProblem& p) {
-  return p.max_prefix > 0 ? static_cast<long>(std::min<int64_t>(p.max_prefix, int64_t{1} << 40)) : 16384;
-}
-
 int ChooseSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const MlaVerifyTile& tile) {
   const long m_tiles = (static_cast<long>(p.max_draft) * p.num_heads + tile.rows - 1) / tile.rows;
   const long ctas_per_split = m_tiles * p.batch;
-  const long prefix = PlannedPrefix(p);
+  // Unknown: a typical verify prefix. A hint past 2^40 tokens (more than any cache holds) counts as
+  // 2^40, which keeps the model's arithmetic in range.
+  const long prefix = p.max_prefix > 0 ? std::min<int64_t>(p.max_prefix, int64_t{1} << 40) : 16384;
   const long prefix_tiles = std::max<long>(1, (prefix + tile.kv_tile - 1) / tile.kv_tile);
   const long tree_tiles = (p.max_draft + tile.kv_tile - 1) / tile.kv_tile;
   // CTA slots: SMs times the CTAs that one SM holds: as many as its shared memory fits (a 99 KB tile
@@ -161,12 +155,6 @@ int CachedSplits(const MlaVerifyProblem& p, const driver::DeviceInfo& dev, const
 Status CheckMlaVerifyLimits(const MlaVerifyProblem& p) { return CheckLimits(p); }
 
 namespace internal {
-
-bool Fp8MmaRepaysTheTreeLaunch(const MlaVerifyProblem& p, const MlaVerifyTile& tile, int num_splits) {
-  const long prefix_tiles = (PlannedPrefix(p) + tile.kv_tile - 1) / tile.kv_tile;
-  const long chunk_tiles = (prefix_tiles + std::max(1, num_splits) - 1) / std::max(1, num_splits);
-  return chunk_tiles >= kFp8MmaMinChunkTiles;
-}
 
 // Greedy list scheduling of equal-length jobs has a closed form, so the plan (on every ModelInfer,
 // under the GPU's lock) costs O(log) per candidate split count instead of a heap simulation of
@@ -341,13 +329,12 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   MlaVerifyPlan plan;
   plan.family = std::string(kMlaVerifyFamily);
   plan.specialization = MlaVerifySpecializationName(p.num_heads, p.mask_kind, options.tile, p.kv_dtype);
-  plan.num_splits = options.num_splits > 0 ? options.num_splits : CachedSplits(p, dev, tile);
   // fp8 numerics on sm_90a's own tile: e4m3 warpgroup MMAs for the prefix chunks (a kernel of their
-  // own), the draft tree (bf16) by the fp8 specialization's other split kernel.
-  const bool fp8_mma = p.kv_dtype == KvDtype::kFp8E4m3 && p.fp8_numerics == Fp8Numerics::kFp8 &&
-                       options.tile == mla::kTileArch && mla::UsesWgmmaTile(dev.cc_major) &&
-                       (options.fp8_mma == Fp8MmaChoice::kAlways ||
-                        (options.fp8_mma == Fp8MmaChoice::kAuto && internal::Fp8MmaRepaysTheTreeLaunch(p, tile, plan.num_splits)));
+  // own), the draft tree (bf16) by the fp8 specialization's other split kernel. On an H100 faster
+  // than the emulating kernel on 10 of 12 shapes from P1k to K5, the tree's launch included; slower
+  // on P1k (0.3-1.1 us) and bs4 P4k (2.8 us) (bench/results/kernel_bench-2026-12-06-h100-fp8-short.md).
+  const bool fp8_mma = p.kv_dtype == KvDtype::kFp8E4m3 && p.fp8_numerics == Fp8Numerics::kFp8 && options.fp8_mma &&
+                       options.tile == mla::kTileArch && mla::UsesWgmmaTile(dev.cc_major);
   plan.main_kernel = MlaVerifySplitExpression(p.num_heads, p.mask_kind, options.tile, p.kv_dtype, fp8_mma);
   if (fp8_mma) plan.tree_kernel = MlaVerifySplitExpression(p.num_heads, p.mask_kind, options.tile, p.kv_dtype);
   plan.fp8_numerics = p.kv_dtype == KvDtype::kFp8E4m3 ? p.fp8_numerics : Fp8Numerics::kDequant;
@@ -356,6 +343,7 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   plan.mask_kind = p.mask_kind;
   plan.kv_dtype = p.kv_dtype;
   plan.tile = options.tile;
+  plan.num_splits = options.num_splits > 0 ? options.num_splits : CachedSplits(p, dev, tile);
   KJIT_ASSIGN_OR_RETURN(const MlaVerifyWorkspaceLayout ws, MlaVerifyWorkspace(p, plan.num_splits));
   plan.workspace_bytes = ws.bytes;
   plan.error_word_offset = 0;

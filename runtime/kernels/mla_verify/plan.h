@@ -62,8 +62,7 @@ MlaVerifyTile MlaVerifyTileFor(int cc_major, int tile, KvDtype kv);
 // and partial-state traffic; correctness never depends on max_prefix). Workspace: error word, one
 // error slot per split-kernel CTA, then per (request, split) the partial LSE (fp32) and O (bf16) of
 // max_draft * H rows. An fp8 cache with fp8 numerics on sm_90a's own tile runs its prefix on e4m3
-// MMAs with a tree launch of its own where options.fp8_mma allows (kAuto: the chunks are long
-// enough, internal::Fp8MmaRepaysTheTreeLaunch), else the emulating split kernel.
+// MMAs with a tree launch of its own unless options.fp8_mma is false (the emulating split kernel).
 StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::DeviceInfo& dev,
                                       const MlaVerifyPlanOptions& options = {});
 
@@ -91,13 +90,6 @@ double MlaVerifyMakespanTiles(int slots, long ctas_per_split, long prefix_tiles,
 // The combine's layout for `batch` requests of rows_cap rows and `states` states on `sms` SMs:
 // 0 (narrow) or the CTAs per row of the wide layout (traits.h). Exposed for its test.
 int MlaVerifyCombineParts(long long batch, unsigned rows_cap, int states, int sms);
-// Fp8MmaChoice::kAuto's rule: fp8 numerics' prefix goes on e4m3 MMAs (a launch more, for the draft
-// tree) when a prefix chunk of the plan (max_prefix, or the split model's typical prefix when it is
-// unknown, over num_splits) holds at least kFp8MmaMinChunkTiles KV tiles. Below that the launch costs
-// more than the faster MMAs save (H100: a chunk of 1 tile lost 1.4-2.1 us, one of 4 won 4.3 us;
-// bench/results/kernel_bench-2026-12-06-h100-fp8-mma.md).
-inline constexpr long kFp8MmaMinChunkTiles = 3;
-bool Fp8MmaRepaysTheTreeLaunch(const MlaVerifyProblem& p, const MlaVerifyTile& tile, int num_splits);
 }  // namespace internal
 
 }  // namespace kjit::kernels
