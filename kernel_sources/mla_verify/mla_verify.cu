@@ -57,7 +57,14 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
   static_assert(kHeads == 8 || kHeads == 16 || kHeads == 32 || kHeads == 64 || kHeads == 128,
                 "heads per rank");
   KJIT_STAMP(kTlEntry);
-  AllowDependentLaunch();  // the combine's CTAs may occupy idle SMs; they wait for this grid
+  // A programmatic dependent launch (sm_90+, plan.main): this launch may start while the kernel
+  // before it in the stream (the previous call's combine, or whatever came before) is finishing, so
+  // every CTA waits for that grid before it reads or writes anything. Only then do they let this
+  // launch's dependents (the tree launch, the combine) start, so that those, too, never overlap the
+  // earlier kernel. The tree launch instead overlaps the prefix launch it depends on, which it does
+  // not read, and waits for it at its end (below). Without the attribute the wait is a no-op.
+  if ((p.is_causal & kTreeLaunchBit) == 0) WaitForPrimaryGrid();
+  AllowDependentLaunch();  // the dependents' CTAs may occupy idle SMs; they wait for this grid
   if (threadIdx.x == 0) CtaErrors() = 0;
   __syncthreads();
   if (kKv != 2 && p.v_extend != nullptr && SplitOfCta() == 0 && blockIdx.x == 0) CheckVExtend(p, LoadRequest(p, blockIdx.y));
@@ -106,8 +113,8 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
         CtaErrors();
   // As the tree launch of the fp8-MMA sequence (programmatic dependent on the prefix launch, which
   // it does not read), this grid completes only after that one: the combine waits for this grid
-  // alone. A no-op in a launch without that dependency.
-  if constexpr (kKv == 1) WaitForPrimaryGrid();
+  // alone.
+  if ((p.is_causal & kTreeLaunchBit) != 0) WaitForPrimaryGrid();
   KJIT_STAMP(kTlExit);
 }
 

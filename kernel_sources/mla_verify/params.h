@@ -48,7 +48,8 @@ struct MlaVerifyParams {
   int rows_cap;    // max_draft * H: rows of one request's states
   int error_slot_count;  // the split kernel's CTAs
   int combine_row_parts;  // the combine's layout (traits.h: CombineIsWide, CombinePartsOf)
-  int is_causal;  // bit 0: causal; bit 1: fp8 numerics' rounding of q and P (read by kKv = 1 kernels)
+  int is_causal;  // bit 0: causal; bit 1: fp8 numerics' rounding of q and P (read by kKv = 1 kernels);
+                  // bit 2: this launch is the tree launch of the fp8-MMA sequence
   int qo_indptr_64, kv_indptr_64;  // 1: that index pointer holds int64 entries
   float prefix_scale_log2;  // sm_scale * k_scale * log2(e)
   float tree_scale_log2;    // sm_scale * log2(e)
@@ -58,6 +59,7 @@ struct MlaVerifyParams {
 static_assert(sizeof(MlaVerifyParams) == 256, "MlaVerifyParams keeps its size across client versions");
 constexpr int kCausalBit = 1;    // MlaVerifyParams::is_causal bits
 constexpr int kFp8RoundBit = 2;
+constexpr int kTreeLaunchBit = 4;
 
 // Error bits (same values as runtime/kernels/mla_verify/args.h's MlaVerifyError).
 constexpr unsigned kErrKvIndexOutOfRange = 1u << 0;

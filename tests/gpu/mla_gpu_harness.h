@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -215,6 +216,45 @@ inline void ExpectGraphReplayEqualsEager(const Family& family, const reference::
   }
   rt.api->cuGraphExecDestroy(exec);
   rt.api->cuGraphDestroy(graph);
+}
+
+// Calls on two problems that share one workspace, enqueued back to back (a, b, a, b, ...) with no
+// synchronization between them: each launch's kernels must wait for the one before it in the stream
+// before touching the workspace (on sm_90+ the split kernel is a programmatic dependent launch that
+// may start while the previous call's combine still reads its states). Each output equals an eager,
+// isolated run bitwise, and each eager run matches the reference.
+inline void ExpectBackToBackCallsShareAWorkspace(const Family& family, const reference::MlaCase& a,
+                                                 const reference::MlaCase& b, int rounds = 8) {
+  GpuRuntime& rt = GpuRuntime::Get();
+  StatusOr<kernels::MlaVerifyPlan> plan_a = PlanFor(family, a, rt.device);
+  StatusOr<kernels::MlaVerifyPlan> plan_b = PlanFor(family, b, rt.device);
+  ASSERT_TRUE(plan_a.ok()) << plan_a.status();
+  ASSERT_TRUE(plan_b.ok()) << plan_b.status();
+  const size_t ws = std::max(plan_a->workspace_bytes, plan_b->workspace_bytes);
+  auto da = DeviceCase::Create(a, ws);
+  auto db = DeviceCase::Create(b, ws);
+  ASSERT_TRUE(da.ok()) << da.status();
+  ASSERT_TRUE(db.ok()) << db.status();
+  const kernels::MlaVerifyBuffers bufs_a = (*da)->Buffers(a.problem.write_lse);
+  kernels::MlaVerifyBuffers bufs_b = (*db)->Buffers(b.problem.write_lse);
+  bufs_b.workspace = bufs_a.workspace;
+  for (int i = 0; i < rounds; ++i) {
+    ASSERT_TRUE(family.launch(*rt.kernels, *plan_a, a.problem, bufs_a, rt.stream->get()).ok());
+    ASSERT_TRUE(family.launch(*rt.kernels, *plan_b, b.problem, bufs_b, rt.stream->get()).ok());
+  }
+  ASSERT_TRUE(rt.stream->Synchronize().ok());
+  for (const reference::MlaCase* c : {&a, &b}) {
+    const bool is_a = c == &a;
+    RunResult shared;  // o and lse (the error word of the shared workspace is the last launch's)
+    ASSERT_TRUE((is_a ? *da : *db)->Download(&shared.o, &shared.lse, &shared.error_word, 0).ok());
+    if (!c->problem.write_lse) shared.lse.clear();
+    const RunResult eager = CheckAgainstReference(family, *c, is_a ? "eager a" : "eager b");
+    ASSERT_FALSE(eager.o.empty());
+    EXPECT_EQ(std::memcmp(shared.o.data(), eager.o.data(), eager.o.size() * 2), 0)
+        << (is_a ? "a" : "b") << ": o after back-to-back calls != an isolated run's";
+    EXPECT_EQ(std::memcmp(shared.lse.data(), eager.lse.data(), eager.lse.size() * 4), 0)
+        << (is_a ? "a" : "b") << ": lse after back-to-back calls != an isolated run's";
+  }
 }
 
 }  // namespace kjit::gputest

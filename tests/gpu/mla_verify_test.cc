@@ -152,6 +152,13 @@ TEST_P(MlaVerifyGpu, GraphReplayWithNewInputsEqualsEagerBitwise) {
   ExpectGraphReplayEqualsEager(family(), reference::MakeCase(MediumSpec(51)), reference::MakeCase(MediumSpec(52)));
 }
 
+// Two problems of different shapes (so their partial states overlap in the shared workspace).
+TEST_P(MlaVerifyGpu, BackToBackCallsOnOneWorkspaceEqualIsolatedRuns) {
+  CaseSpec b = MediumSpec(54);
+  b.num_heads = 16, b.prefix_lens = {12000}, b.draft_lens = {9};
+  ExpectBackToBackCallsShareAWorkspace(family(), reference::MakeCase(MediumSpec(53)), reference::MakeCase(b));
+}
+
 MlaCase WithOutOfRangeSlots(CaseSpec s) {
   MlaCase c = reference::MakeCase(s);
   c.kv_indices[0] = c.problem.num_slots;             // one past the end
@@ -575,6 +582,12 @@ TEST_P(MlaVerifyFp8Gpu, E4m3MmasArePlannedOnlyOnSm90aOwnTile) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->e4m3_mma(), numerics() == kernels::Fp8Numerics::kFp8 && family().plan == &kernels::PlanMlaVerify &&
                                   family().tile == 0 && family().fp8_mma && rt.device.cc_major == 9);
+}
+
+TEST_P(MlaVerifyFp8Gpu, BackToBackCallsOnOneWorkspaceEqualIsolatedRuns) {
+  CaseSpec b = MediumSpec(3821);
+  b.num_heads = 16, b.prefix_lens = {12000}, b.draft_lens = {9};
+  ExpectBackToBackCallsShareAWorkspace(family(), Fp8Case(MediumSpec(3822)), Fp8Case(b));
 }
 
 TEST_P(MlaVerifyFp8Gpu, SanitizeSmallCasesBothMasks) {

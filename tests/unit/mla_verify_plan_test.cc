@@ -172,7 +172,8 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   EXPECT_EQ(plan->combine.block[0], static_cast<unsigned>(mla::kCombineThreads));
   EXPECT_EQ(plan->combine.grid[1], 3u);
   EXPECT_TRUE(plan->combine.programmatic_dependent);  // sm_90: griddepcontrol
-  EXPECT_FALSE(plan->main.programmatic_dependent);
+  EXPECT_TRUE(plan->main.programmatic_dependent);     // overlaps the kernel before it
+  EXPECT_FALSE(PlanMlaVerify(p, H200(), {.programmatic_split = false})->main.programmatic_dependent);
   auto ws = MlaVerifyWorkspace(p, plan->num_splits);
   ASSERT_TRUE(ws.ok());
   const size_t states = size_t{3} * (plan->num_splits + 1) * rows;
@@ -199,12 +200,14 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   EXPECT_EQ(rtx->main.grid[0], (rows + mla::Tile32x16::kRows - 1) / mla::Tile32x16::kRows);
   EXPECT_LE(rtx->main.dynamic_smem, 101376u);
   EXPECT_TRUE(rtx->combine.programmatic_dependent);
+  EXPECT_TRUE(rtx->main.programmatic_dependent);
   driver::DeviceInfo a100 = RtxPro6000();
   a100.cc_major = 8;
   a100.arch = "sm_80";
   auto old_arch = PlanMlaVerify(p, a100);
   ASSERT_TRUE(old_arch.ok()) << old_arch.status();
   EXPECT_FALSE(old_arch->combine.programmatic_dependent);  // griddepcontrol needs sm_90
+  EXPECT_FALSE(old_arch->main.programmatic_dependent);
 }
 
 TEST(MlaVerifyPlanTest, SplitsFillTheMachineForLongPrefixesOnly) {
@@ -374,7 +377,7 @@ TEST(MlaVerifyPlanTest, Fp8NumericsOnSm90aPlanThePrefixOnE4m3MmasAndATreeLaunch)
   EXPECT_EQ(hopper->tree.block[0], hopper->main.block[0]);
   EXPECT_EQ(hopper->tree.dynamic_smem, hopper->main.dynamic_smem);
   EXPECT_TRUE(hopper->tree.programmatic_dependent);
-  EXPECT_FALSE(hopper->main.programmatic_dependent);
+  EXPECT_TRUE(hopper->main.programmatic_dependent);
   auto rtx = PlanMlaVerify(p, RtxPro6000());
   ASSERT_TRUE(rtx.ok()) << rtx.status();
   EXPECT_EQ(rtx->main_kernel, "kjit::mla::MlaVerifySplit<8, 0, 0, 1>");

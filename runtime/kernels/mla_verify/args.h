@@ -73,6 +73,10 @@ struct MlaVerifyPlanOptions {
   // fp8 numerics on e4m3 MMAs where the device has them (sm_90a's own tile: MlaVerifyPlan::e4m3_mma);
   // false: the emulating split kernel (bf16 MMAs on e4m3-rounded operands) everywhere.
   bool fp8_mma = true;
+  // sm_90+: the split kernel as a programmatic dependent launch, so that its launch overlaps the tail
+  // of the kernel before it in the stream (its CTAs wait for that grid before reading anything);
+  // false: a plain launch, after that kernel has completed.
+  bool programmatic_split = true;
 };
 
 // Device addresses (all on the launching device). lse == 0 when not written.

@@ -181,6 +181,7 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
     // Its one slab is split 0 (the last slab of the one-launch grid), and so are its error slots.
     mla::MlaVerifyParams tree_params = params;
     tree_params.error_slots += static_cast<size_t>(plan.main.grid[0]) * plan.main.grid[1] * plan.num_splits;
+    tree_params.is_causal |= mla::kTreeLaunchBit;
     KJIT_RETURN_IF_ERROR(Launch(*api, tree, plan.tree, stream, &tree_params, "mla_verify: launch tree kernel"));
   }
   return Launch(*api, combine, plan.combine, stream, &params, "mla_verify: launch combine");

@@ -355,6 +355,7 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   plan.main.grid[2] = static_cast<unsigned>(plan.num_splits) + 1;
   plan.main.block[0] = static_cast<unsigned>(tile.threads);
   plan.main.dynamic_smem = static_cast<unsigned>(tile.smem_bytes);
+  plan.main.programmatic_dependent = options.programmatic_split && dev.cc_major >= 9;  // griddepcontrol
   if (fp8_mma) {
     plan.tree = plan.main;
     plan.tree.grid[2] = 1;
