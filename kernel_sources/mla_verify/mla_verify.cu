@@ -87,18 +87,16 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
       // The tree CTA reads bf16 k_extend; the prefix CTAs e4m3 cache rows.
       if (SplitOfCta() == 0) {
-        QRegSplitKernelBody<kHeads, kMask == 1, false, true>(p);
+        QRegSplitKernelBody<kHeads, kMask == 1>(p);
       } else {
-        QRegSplitKernelBody<kHeads, kMask == 1, true, false>(p);
+        QRegSplitKernelBody<kHeads, kMask == 1, true>(p);
       }
 #else
       // No e4m3 conversion before sm_89; the plan refuses an fp8 cache there, so this never runs.
       if (threadIdx.x == 0) RaiseError(kErrBadIndptr);
 #endif
-    } else if (SplitOfCta() == 0) {
-      QRegSplitKernelBody<kHeads, kMask == 1, false, true>(p);
     } else {
-      QRegSplitKernelBody<kHeads, kMask == 1, false, false>(p);
+      QRegSplitKernelBody<kHeads, kMask == 1>(p);
     }
   } else {
     using Cfg = typename SplitTile<kSplitTile<kTile>>::type;

@@ -9,13 +9,9 @@
 //   n-tiles, two ldmatrix.x4 per k-step for four MMAs). The four warps of a row group add their
 //   partial S through shared memory in a fixed order (deterministic), each warp keeping the 8 KV
 //   columns 8c..8c+7 for the softmax.
-// - Softmax: scale, mask (the tile's valid bits, staged with its indices), the lazy online update,
-//   P (bf16; f16 over an fp8 cache) into shared memory. P is taken against the running maxima and
-//   published by a barrier that also ORs "a score passed its row's max by more than the lazy update
-//   keeps"; only then (a row's first tile, a jump) do the row maxima go across the row group's four
-//   warps and P is written again. Every warp of a row group takes the same decisions.
-// - The draft tree's CTA (split 0) runs a body of its own (kTree), so the prefix loop has no mask
-//   or tree tests.
+// - Softmax: scale, mask, row maxima across the row group's four warps, the lazy online update
+//   (every warp of a row group sees the same maxima and takes the same decision), P (bf16; f16 over
+//   an fp8 cache) into shared memory.
 // - P.V: the warp adds its row group's P times V columns 128c..128c+127 (16 n-tiles, 64 fp32
 //   registers of O): per 16 KV rows one ldmatrix.x4 of P and eight transposed ldmatrix.x4 of V for
 //   16 MMAs.
@@ -68,8 +64,7 @@
 // ping-pong their Q.K^T (row group 1 starts tile t's once row group 0 has issued its own, row group
 // 0 starts tile t + 1's once row group 1 has issued tile t's) with no CTA barrier at a tile's top:
 // a race on the stages, so wrong values; it times how much one row group's MMAs would overlap the
-// other's softmax and P.V. 5 = every tile takes the softmax's slow path (the row maxima through
-// shared memory); correct values, to time what the fast path saves.
+// other's softmax and P.V.
 #ifndef KJIT_QREG_EXP
 #define KJIT_QREG_EXP 0
 #endif
@@ -77,9 +72,7 @@
 namespace kjit {
 namespace mla {
 
-// kTree: the CTA computes the draft tree (split 0), a body of its own so that the prefix CTAs' KV
-// loop carries no tree test, mask bits or scale choice.
-template <int kHeads, bool kPackedMask, bool kFp8Rows, bool kTree>
+template <int kHeads, bool kPackedMask, bool kFp8Rows = false>
 __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   using Cfg = TileQReg32x32;
   using Smem = typename Conditional<kFp8Rows, SmemPlanQRegFp8, SmemPlanQReg>::type;
@@ -97,7 +90,6 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   constexpr int kAhead = kStages - 1;  // tile t + kAhead is gathered while tile t is computed
   constexpr int kRing = kAhead + 2;    // index buffers: tiles t..t+kAhead read, t+kAhead+1 written
   static_assert(kFp8Rows || kRing == kIdxRing, "the bf16 tile's index ring");
-  static_assert(!(kFp8Rows && kTree), "the tree CTA reads bf16 k_extend");
   constexpr int kQStage = 1;  // Q lands here (fp8: stages 1 and 2), tile 0 beside it
   constexpr unsigned kPitch8 = Cfg::kFp8RowPitch;
   // Dequant numerics' f16 P is P * 2^7 (at most 2^15: the lazy max keeps P <= 2^8), undone with the
@@ -119,7 +111,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   if (!has_rows) return;
   const Request rq = cta.rq;
   const int rows_b = cta.rows_b, m0 = cta.m0;
-  constexpr bool tree = kTree;
+  const bool tree = !kFp8Rows && split == 0;
   long long kv_begin = 0, kv_end = rq.draft;
   if (!tree) PrefixChunk<kTile>(rq.prefix, p.num_splits, split, &kv_begin, &kv_end);
 
@@ -139,39 +131,29 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   const bool round_fp8 = kFp8Rows && (p.is_causal & kFp8RoundBit) != 0;  // fp8 numerics: Q and P to e4m3
   constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
 
-  // Index ring slot k (tile t's is t % kRing, kept incrementally below): each KV row's source byte
-  // offset from kv_rows.base (-1: masked or past the chunk) and the tile's valid bits (bit i: row i
-  // is not masked), staged by warp 0 (kTile == 32 threads) from the raw slot indices.
-  auto stage_indices = [&](int k, int t, long long raw) {
-    const long long v = kv_rows.Validate(p, raw, t, tid);
-    sm.idx[k][tid] = v >= 0 ? v * kv_rows.row_bytes : -1;
-    const unsigned bits = __ballot_sync(0xffffffffu, v >= 0);
-    if (lane == 0) sm.valid[k] = bits;
-  };
-
-  // Tile t from ring slot k into stage st. Warp w gathers rows w, w + 8, w + 16, w + 24; lane copies
-  // chunks lane, lane + 32, lane + 64 (< 72), of an e4m3 row lane and 32 + lane (< 36).
-  auto gather = [&](int k, int st) {
-    const long long* idx = sm.idx[k];
+  // Warp w gathers rows w, w + 8, w + 16, w + 24; lane copies chunks lane, lane + 32, lane + 64 (< 72),
+  // of an e4m3 row lane and 32 + lane (< 36).
+  auto gather = [&](int t) {
+    const long long* idx = sm.idx[t % kRing];
     if constexpr (kFp8Rows) {
-      const unsigned dst = SmemAddr(sm.kv[st]) + lane * 16;
+      const unsigned dst = SmemAddr(sm.kv[t % kStages]) + lane * 16;
       const char* base = reinterpret_cast<const char*>(kv_rows.base) + lane * 16;
 #pragma unroll
       for (int row = warp; row < kTile; row += kWarps) {
         const long long s = idx[row];
-        const char* src = base + (s < 0 ? 0 : s);
+        const char* src = base + (s < 0 ? 0 : s) * kv_rows.row_bytes;
         const unsigned d = dst + row * kPitch8;
         CpAsync16(d, src, s >= 0);
         if (lane < kKDim / 16 - 32) CpAsync16(d + 512, src + 512, s >= 0);
       }
       return;
     }
-    const unsigned dst = SmemAddr(sm.kv[st]);
+    const unsigned dst = SmemAddr(sm.kv[t % kStages]);
     const char* base = reinterpret_cast<const char*>(kv_rows.base) + lane * 16;
 #pragma unroll
     for (int row = warp; row < kTile; row += kWarps) {
       const long long s = idx[row];
-      const char* src = base + (s < 0 ? 0 : s);
+      const char* src = base + (s < 0 ? 0 : s) * kv_rows.row_bytes;
       // chunk c + 32k XOR (row % 8) only changes c's low three bits: +512 bytes per k.
       const unsigned d = dst + row * kRowBytes + ((lane ^ (row & 7)) << 4);
       CpAsync16(d, src, s >= 0);
@@ -188,10 +170,10 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
 #pragma unroll
       for (int k = 0; k <= kAhead; ++k) raw[k] = kv_rows.Raw(p, k, tid);  // kPastEnd past the chunk
 #pragma unroll
-      for (int k = 0; k <= kAhead; ++k) stage_indices(k, k, raw[k]);
+      for (int k = 0; k <= kAhead; ++k) sm.idx[k][tid] = kv_rows.Validate(p, raw[k], k, tid);
     } else {
-      stage_indices(0, 0, kv_rows.Raw(p, 0, tid));
-      stage_indices(1, 1, kv_rows.Raw(p, 1, tid));  // kPastEnd (masked) past the chunk
+      sm.idx[0][tid] = kv_rows.Validate(p, kv_rows.Raw(p, 0, tid), 0, tid);
+      sm.idx[1][tid] = num_tiles > 1 ? kv_rows.Validate(p, kv_rows.Raw(p, 1, tid), 1, tid) : -1;
     }
   }
   __syncthreads();
@@ -207,7 +189,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
       CpAsync16(q_stage + SwizzledOffset<kChunks>(row, ch), src, ok);
     }
   }
-  gather(0, 0);
+  gather(0);
   CpAsyncCommit();
   KJIT_STAMP(kTlTile0Issued);
 
@@ -251,7 +233,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
       }
     }
     __syncthreads();  // the row maxima visible; Q read by every warp, so its stages are free
-    if (num_tiles > 1) gather(1, 1);
+    if (num_tiles > 1) gather(1);
     CpAsyncCommit();
     float q_scale[2][2] = {{1.f, 1.f}, {1.f, 1.f}};  // 2^e as two exact factors (|e| may pass 127)
     if (!round_fp8) {
@@ -315,26 +297,20 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   // 8c + 2 (lane % 4) (+1).
   const int s_row = lane >> 2, s_col = 8 * c + 2 * (lane & 3);
 
-  // Ring positions of tile t, kept incrementally (kStages and kRing need not be powers of two): its
-  // stage, its index slot; tile t + kAhead's slot; the slot written at the tile's end (tile t + kAhead
-  // + 1's, which held tile t - 1's: kRing == kAhead + 2).
-  static_assert(kRing == kAhead + 2, "the slot written after tile t is tile t - 1's");
-  auto wrap = [](int k, int n) { return k >= n ? k - n : k; };
-  int st = 0, slot = 0;
   for (int t = 0; t < num_tiles; ++t) {
     CpAsyncWait<kAhead - 1>();
     // Tile t visible to all; every warp is done with tile t-1's stage (or Q's).
     if (KJIT_QREG_EXP != 4) __syncthreads();
-    if (KJIT_QREG_EXP != 1 && t + kAhead < num_tiles) gather(wrap(slot + kAhead, kRing), wrap(st + kAhead, kStages));
+    if (KJIT_QREG_EXP != 1 && t + kAhead < num_tiles) gather(t + kAhead);
     CpAsyncCommit();
     const bool stage_next = tid < kTile && t + kAhead + 1 < num_tiles;
     const long long raw_next = stage_next ? kv_rows.Raw(p, t + kAhead + 1, tid) : kPastEnd;  // used after the tile
 
-    const unsigned kv_addr = SmemAddr(sm.kv[st]);
+    const unsigned kv_addr = SmemAddr(sm.kv[t % kStages]);
     // Tree part: the mask bits of this thread's four S elements, loaded before Q.K^T so their
     // latency hides behind it (bit 2h + j).
     unsigned tree_bits = ~0u;
-    if constexpr (tree) {
+    if (tree) {
       tree_bits = 0;
 #pragma unroll
       for (int h = 0; h < 2; ++h)
@@ -461,7 +437,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     NamedBarrier(1 + g, 128);
 
     // ---- The sum of the row group's four partials for columns 8c.., scale, mask, row maxima.
-    const unsigned valid_bits = sm.valid[slot];
+    const long long* idx_t = sm.idx[t % kRing];
     float sv[2][2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -475,77 +451,48 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
       sv[h][0] = acc.x;
       sv[h][1] = acc.y;
     }
-    // This thread's two scores per row (scaled, masked), and whether either passes the row's running
-    // max by more than LazyMaxUpdate keeps (always so while the row has seen no score).
-    bool exceeds = false;
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+    for (int h = 0; h < 2; ++h) {
+      float mx = NegInf();
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const bool valid = ((valid_bits >> (s_col + j)) & 1u) && ((tree_bits >> (2 * h + j)) & 1u);
+        const bool valid = idx_t[s_col + j] >= 0 && ((tree_bits >> (2 * h + j)) & 1u);
         const float v = valid ? (kFp8Rows ? sv[h][j] * q_unscale[h][0] * q_unscale[h][1] : sv[h][j]) * scale : NegInf();
         sv[h][j] = v;
-        exceeds |= !(fmaxf(m_run[h], v) - m_run[h] <= 8.f);
+        mx = fmaxf(mx, v);
       }
-    if (KJIT_QREG_EXP == 5) exceeds = true;
+      mx = QuadMax(mx);
+      if ((lane & 3) == 0) sm.row_buf[c][warp_row0 + 8 * h + s_row] = mx;
+    }
+    NamedBarrier(1 + g, 128);
 
-    // ---- Online softmax; P (bf16, or f16 over fp8 rows) to shared memory for the row group. Where
-    // no score of the CTA passes its row's running max by more than 8, LazyMaxUpdate would keep
-    // every running max (alpha exactly 1), so P is taken against them at once and one barrier both
-    // publishes it and ORs the test: the row maxima need no exchange. Otherwise (a row's first
-    // tile, or a jump in a max) the maxima go through shared memory and P is written again, exactly
-    // as the update decides. Either way the same values, in the same order.
-    auto write_p = [&](int h, float m_use) {
+    // ---- Online softmax update; P (bf16, or f16 over fp8 rows) to shared memory for the row group.
+    float alpha_r[2];
+    bool rescale = false;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
       const int row = warp_row0 + 8 * h + s_row;
+      float tile_max = sm.row_buf[0][row];
+#pragma unroll
+      for (int q = 1; q < 4; ++q) tile_max = fmaxf(tile_max, sm.row_buf[q][row]);
+      float alpha;
+      const float m_use = LazyMaxUpdate(m_run[h], tile_max, alpha);
+      alpha_r[h] = alpha;
       const float p0 = FastExp2(sv[h][0] - m_use), p1 = FastExp2(sv[h][1] - m_use);
+      l_run[h] = l_run[h] * alpha + (p0 + p1);
+      rescale |= alpha != 1.f;
       unsigned char* dst = reinterpret_cast<unsigned char*>(sm.p) + SwizzledOffset<8>(row, s_col >> 3) + (s_col & 7) * 2;
       *reinterpret_cast<unsigned*>(dst) = !kFp8Rows ? PackBf16x2(p0, p1)
                                           : round_fp8 ? RoundToE4m3PairF16x2(p0, p1)
                                                       : PackF16x2(p0 * kF16PScale, p1 * kF16PScale);
-      return p0 + p1;
-    };
-    // (Tile 0 passes every running max, -inf: it goes to the slow path at once.)
-    float p_sum[2];
-    bool slow = true;
-    if (t > 0) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) p_sum[h] = write_p(h, SafeMax(m_run[h]));
-      // P visible, and the test ORed over the CTA: both row groups take one path, so they pass the
-      // same barriers in every tile.
-      slow = __syncthreads_or(exceeds) != 0;
     }
-    if (!slow) {
+    if (__any_sync(0xffffffffu, rescale)) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) l_run[h] += p_sum[h];  // alpha 1
-    } else {
+      for (int nt = 0; nt < kVNTiles; ++nt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float mx = QuadMax(fmaxf(sv[h][0], sv[h][1]));
-        if ((lane & 3) == 0) sm.row_buf[c][warp_row0 + 8 * h + s_row] = mx;
-      }
-      NamedBarrier(1 + g, 128);  // the maxima visible
-      float alpha_r[2];
-      bool rescale = false;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = warp_row0 + 8 * h + s_row;
-        float tile_max = sm.row_buf[0][row];
-#pragma unroll
-        for (int q = 1; q < 4; ++q) tile_max = fmaxf(tile_max, sm.row_buf[q][row]);
-        float alpha;
-        const float m_use = LazyMaxUpdate(m_run[h], tile_max, alpha);
-        alpha_r[h] = alpha;
-        l_run[h] = l_run[h] * alpha + write_p(h, m_use);
-        rescale |= alpha != 1.f;
-      }
-      if (__any_sync(0xffffffffu, rescale)) {
-#pragma unroll
-        for (int nt = 0; nt < kVNTiles; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) o[nt][e] *= alpha_r[e >> 1];
-      }
-      NamedBarrier(1 + g, 128);
+        for (int e = 0; e < 4; ++e) o[nt][e] *= alpha_r[e >> 1];
     }
+    NamedBarrier(1 + g, 128);
 
     // ---- O += P.V over the warp's 128 V columns (V = the first 512 dims of the same tile).
 #pragma unroll
@@ -599,9 +546,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
         }
       }
     }
-    if (stage_next) stage_indices(wrap(slot + kRing - 1, kRing), t + kAhead + 1, raw_next);
-    st = wrap(st + 1, kStages);
-    slot = wrap(slot + 1, kRing);
+    if (stage_next) sm.idx[(t + kAhead + 1) % kRing][tid] = kv_rows.Validate(p, raw_next, t + kAhead + 1, tid);
   }
 
   // ---- Row sums across the four warps of a row group, then the normalized partial state.
