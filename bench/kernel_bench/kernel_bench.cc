@@ -26,7 +26,7 @@
 // (MlaVerifyPlanOptions::fp8_mma) where they would run on e4m3 MMAs (sm_90a); rows that ran e4m3
 // MMAs say "(e4m3 MMAs)" after their label. --pdl off launches the split kernel plainly, after the
 // kernel before it (MlaVerifyPlanOptions::programmatic_split; on sm_90+ it is otherwise a programmatic
-// dependent launch, which shows in eager and graph xN, where calls follow calls).
+// dependent launch, which can show where calls follow calls: graph xN, eager).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

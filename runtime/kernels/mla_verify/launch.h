@@ -13,8 +13,9 @@
 namespace kjit::kernels {
 
 // Enqueues the whole sequence on `stream`: the split kernel (prefix chunks and the draft-tree part;
-// each CTA writes its error slot), the combine (on sm_90+ a programmatic dependent launch: its
-// launch overlaps the split kernel's tail, plan.combine.programmatic_dependent; it also writes the
+// each CTA writes its error slot; on sm_90+ a programmatic dependent launch whose CTAs wait for the
+// kernel before it in the stream, plan.main.programmatic_dependent), the combine (on sm_90+ a
+// programmatic dependent launch too: its launch overlaps the split kernel's tail; it also writes the
 // error word from the slots). With no query rows, only an in-stream zeroing of the error word. No
 // allocation, no synchronization, no host reads of device data: CUDA-graph capturable. InvalidArgument when the plan is not this family's or not this
 // problem's, a required buffer is 0 or misaligned (q, k_extend, kv_cache 16 bytes; o 8; workspace
