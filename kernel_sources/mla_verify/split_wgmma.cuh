@@ -463,10 +463,12 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   FenceProxyAsyncShared();
   if (bulk_q) {  // stage 1's dense rows into Q's swizzled groups (rows past the request: zeros), then
                  // stage 1 to the producer for tile 1
+    constexpr int kRowChunks = kKDim * 2 / 16;  // 16-byte chunks of a dense 1152-byte q row
     const unsigned char* staged = reinterpret_cast<const unsigned char*>(sm.kv[1]);
-    for (int j = tid; j < kRows * 72; j += kConsumers) {
-      const int row = j / 72, ch = j % 72;
-      const uint4 v = row < q_rows ? *reinterpret_cast<const uint4*>(staged + row * 1152 + ch * 16) : make_uint4(0u, 0u, 0u, 0u);
+    for (int j = tid; j < kRows * kRowChunks; j += kConsumers) {
+      const int row = j / kRowChunks, ch = j % kRowChunks;
+      const uint4 v = row < q_rows ? *reinterpret_cast<const uint4*>(staged + row * (kKDim * 2) + ch * 16)
+                                   : make_uint4(0u, 0u, 0u, 0u);
       StShared16(q_addr + (ch >> 3) * kGroupBytes + row * 128 + (((ch & 7) ^ (row & 7)) << 4), v);
     }
     FenceProxyAsyncShared();
