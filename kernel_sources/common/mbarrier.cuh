@@ -25,19 +25,6 @@ __device__ __forceinline__ void CpAsyncMbarArrive(unsigned addr) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(addr) : "memory");
 }
 
-// One arrival that also expects `bytes` more of asynchronous copies (complete_tx) in this phase.
-__device__ __forceinline__ void MbarArriveExpectTx(unsigned addr, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(addr), "r"(bytes) : "memory");
-}
-
-// A bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to this
-// CTA's shared memory by the copy engine, which counts them against the mbarrier's expected bytes.
-__device__ __forceinline__ void BulkCopyToShared(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
-
 // Waits (acquire) until the phase with parity `parity` has completed: phase k of a barrier is its
 // k-th completion, so the n-th use of a buffer waits with parity n & 1.
 __device__ __forceinline__ void MbarWait(unsigned addr, unsigned parity) {

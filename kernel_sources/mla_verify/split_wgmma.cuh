@@ -42,15 +42,6 @@
 #ifndef KJIT_FP8_PRODUCER
 #define KJIT_FP8_PRODUCER 0
 #endif
-// KJIT_WGMMA_BULK_Q (experiments only, kernel_bench --define; 0 in production): 1 = dense q rows
-// (q_stride_h 576, q_stride_n H x 576) come in one bulk copy (the copy engine) into stage 1 while
-// the producer gathers tile 0, and the consumers move them into Q's swizzled groups before tile 1 is
-// gathered there; correct values. Measured on an H100 with every CTA taking it: P4k-P16k and K2
-// 0.3-0.65 us faster, P1k 0.5 us slower (the move is on the way to the first S)
-// (bench/results/kernel_bench-2026-12-06-h100-fp8-short.md).
-#ifndef KJIT_WGMMA_BULK_Q
-#define KJIT_WGMMA_BULK_Q 0
-#endif
 #include "common/mbarrier.cuh"
 #include "common/mma.cuh"
 #include "common/softmax.cuh"
@@ -287,12 +278,8 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   auto full_bar = [&](int t, int h) { return SmemAddr(&sm.full[t & 1][h]); };
   auto empty_bar = [&](int t) { return SmemAddr(&sm.empty[t & 1]); };
   auto p_ready_bar = [&](int t) { return SmemAddr(&sm.p_ready[t & 1]); };
-  const bool bulk_q = KJIT_WGMMA_BULK_Q && p.q_stride_h == kKDim && p.q_stride_n == static_cast<long long>(kHeads) * kKDim;
-  const int q_rows = rows_b - m0 < kRows ? rows_b - m0 : kRows;  // >= 1: has_rows
-  const unsigned bar_q_moved = SmemAddr(&sm.bar_q_moved);
   if (tid == 0) {
-    MbarInit(bar_q, bulk_q ? 1 : kProducers);
-    if (KJIT_WGMMA_BULK_Q) MbarInit(bar_q_moved, kConsumers);
+    MbarInit(bar_q, kProducers);
     for (int s = 0; s < 2; ++s) {
       // Part A: every producer thread's copies and its plain arrival (the valid bits), or with e4m3
       // rows the plain arrival after its stores; part B: the copies (or that arrival).
@@ -309,21 +296,13 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
     // first (Q.K^T starts on it), once both consumers are done with tile t - 2.
     WarpgroupRegsDec<kProducerRegs>();
     const int pw = warp - 8;  // producer warp 0-3
-    if (bulk_q) {
-      if (i == 0) {
-        MbarArriveExpectTx(bar_q, q_rows * kKDim * 2);
-        BulkCopyToShared(SmemAddr(sm.kv[1]), p.q + (static_cast<long long>(rq.q0) * kHeads + m0) * kKDim,
-                         q_rows * kKDim * 2, bar_q);
-      }
-    } else {
-      CopyTileRows(q_addr, pw, 4, lane, [&](int row, bool* ok) {
-        const int rg = m0 + row;
-        *ok = rg < rows_b;
-        const long long tok = *ok ? rg / kHeads : 0;
-        return reinterpret_cast<const char*>(p.q + (rq.q0 + tok) * p.q_stride_n + (rg % kHeads) * p.q_stride_h);
-      });
-      CpAsyncMbarArrive(bar_q);
-    }
+    CopyTileRows(q_addr, pw, 4, lane, [&](int row, bool* ok) {
+      const int rg = m0 + row;
+      *ok = rg < rows_b;
+      const long long tok = *ok ? rg / kHeads : 0;
+      return reinterpret_cast<const char*>(p.q + (rq.q0 + tok) * p.q_stride_n + (rg % kHeads) * p.q_stride_h);
+    });
+    CpAsyncMbarArrive(bar_q);
     const char* kv_base = reinterpret_cast<const char*>(kv_rows.base);
     const long long kv_row_bytes = kv_rows.row_bytes;
     // Tile t's row source addresses (-1: masked), by warps 8 and 9 whole, from the slot indices
@@ -356,7 +335,6 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
         rows.Load(sm.idx[0], pw, lane);
         for (int t = 0; t < num_tiles; ++t) {
           if (t >= 2) MbarWait(empty_bar(t), ((t >> 1) & 1) ^ 1);  // tile t - 2's phase
-          if (t == 1 && bulk_q) MbarWait(bar_q_moved, 0);
           const unsigned stage = SmemAddr(sm.kv[t & 1]);
           rows.Store<kPartA>(stage, pw, lane);
           FenceProxyAsyncShared();
@@ -378,7 +356,6 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
       stage_indices(t);
       NamedBarrier(kBarProducer, kProducers);
       if (t >= 2) MbarWait(empty_bar(t), ((t >> 1) & 1) ^ 1);  // tile t - 2's phase
-      if (t == 1 && bulk_q) MbarWait(bar_q_moved, 0);
       const unsigned stage = SmemAddr(sm.kv[t & 1]);
       GatherTileRows<kPartA>(stage, pw, lane, sm.idx[t % kIdxRing], kv_base);
       CpAsyncMbarArrive(full_bar(t, 0));
@@ -461,20 +438,6 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
 
   MbarWait(bar_q, 0);
   FenceProxyAsyncShared();
-  if (bulk_q) {  // stage 1's dense rows into Q's swizzled groups (rows past the request: zeros), then
-                 // stage 1 to the producer for tile 1
-    constexpr int kRowChunks = kKDim * 2 / 16;  // 16-byte chunks of a dense 1152-byte q row
-    const unsigned char* staged = reinterpret_cast<const unsigned char*>(sm.kv[1]);
-    for (int j = tid; j < kRows * kRowChunks; j += kConsumers) {
-      const int row = j / kRowChunks, ch = j % kRowChunks;
-      const uint4 v = row < q_rows ? *reinterpret_cast<const uint4*>(staged + row * (kKDim * 2) + ch * 16)
-                                   : make_uint4(0u, 0u, 0u, 0u);
-      StShared16(q_addr + (ch >> 3) * kGroupBytes + row * 128 + (((ch & 7) ^ (row & 7)) << 4), v);
-    }
-    FenceProxyAsyncShared();
-    NamedBarrier(kBarConsumers, kConsumers);
-    MbarArrive(bar_q_moved);
-  }
   if (round_p) {  // fp8 numerics: Q to e4m3 in place (elementwise, so in storage order), then visible
     uint4* q4 = reinterpret_cast<uint4*>(sm.q);
     for (int j = tid; j < 9 * 64 * 8; j += kConsumers) q4[j] = RoundBf16x8ToE4m3(q4[j]);

@@ -188,7 +188,6 @@ struct WgmmaSmem {
   unsigned valid[kIdxRing][2];        // bit i of word w: KV row 32w + i of that tile is valid
   unsigned tree_bits[64][2];          // the tree CTA's one tile (D <= 64): each query row's mask bits
   unsigned long long bar_q;           // mbarriers: Q landed;
-  unsigned long long bar_q_moved;     // Q's bulk copy moved out of stage 1 (KJIT_WGMMA_BULK_Q);
   unsigned long long full[2][2];      // stage s, part h landed (groups 0-3 and 8 | groups 4-7);
   unsigned long long empty[2];        // stage s no longer read (both consumer warpgroups);
   unsigned long long p_ready[2];      // tile parity: P, alpha and row_max of the tile written
