@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
       if (threadIdx.x == 0) RaiseError(kErrBadIndptr);
 #endif
     } else {
-      QRegSplitKernelBody<kHeads, kMask == 1>(p);
+      QRegSplitKernelBody<kHeads, kMask == 1, false, true>(p);
     }
   } else {
     using Cfg = typename SplitTile<kSplitTile<kTile>>::type;

@@ -11,7 +11,10 @@
 //   columns 8c..8c+7 for the softmax.
 // - Softmax: scale, mask, row maxima across the row group's four warps, the lazy online update
 //   (every warp of a row group sees the same maxima and takes the same decision), P (bf16; f16 over
-//   an fp8 cache) into shared memory.
+//   an fp8 cache) into shared memory. With a bf16 cache, from tile 1 on (kVoteMaxima): P against the
+//   running maxima at once, and a vote of the row group (bar.red.or) on whether any score passes its
+//   row's max by more than the lazy update keeps; only then the maxima's exchange and P again (the
+//   same values).
 // - P.V: the warp adds its row group's P times V columns 128c..128c+127 (16 n-tiles, 64 fp32
 //   registers of O): per 16 KV rows one ldmatrix.x4 of P and eight transposed ldmatrix.x4 of V for
 //   16 MMAs.
@@ -72,7 +75,9 @@
 namespace kjit {
 namespace mla {
 
-template <int kHeads, bool kPackedMask, bool kFp8Rows = false>
+// kVoteMaxima: the row maxima's exchange only where LazyMaxUpdate may move one (bf16 rows only;
+// the bf16 kernels).
+template <int kHeads, bool kPackedMask, bool kFp8Rows = false, bool kVoteMaxima = false>
 __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   using Cfg = TileQReg32x32;
   using Smem = typename Conditional<kFp8Rows, SmemPlanQRegFp8, SmemPlanQReg>::type;
@@ -90,6 +95,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   constexpr int kAhead = kStages - 1;  // tile t + kAhead is gathered while tile t is computed
   constexpr int kRing = kAhead + 2;    // index buffers: tiles t..t+kAhead read, t+kAhead+1 written
   static_assert(kFp8Rows || kRing == kIdxRing, "the bf16 tile's index ring");
+  static_assert(!(kFp8Rows && kVoteMaxima), "the vote is for bf16 rows (fp8 rows exchange every tile)");
   constexpr int kQStage = 1;  // Q lands here (fp8: stages 1 and 2), tile 0 beside it
   constexpr unsigned kPitch8 = Cfg::kFp8RowPitch;
   // Dequant numerics' f16 P is P * 2^7 (at most 2^15: the lazy max keeps P <= 2^8), undone with the
@@ -297,7 +303,9 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   // 8c + 2 (lane % 4) (+1).
   const int s_row = lane >> 2, s_col = 8 * c + 2 * (lane & 3);
 
-  for (int t = 0; t < num_tiles; ++t) {
+  // KV tile t. vote (kVoteMaxima, from tile 1 on): the softmax's row maxima go across the row
+  // group's warps only where they may change (below).
+  auto run_tile = [&](int t, bool vote) {
     CpAsyncWait<kAhead - 1>();
     // Tile t visible to all; every warp is done with tile t-1's stage (or Q's).
     if (KJIT_QREG_EXP != 4) __syncthreads();
@@ -451,48 +459,93 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
       sv[h][0] = acc.x;
       sv[h][1] = acc.y;
     }
+    // With the vote (below) the row maxima are published only if it asks for them.
+    const bool voting = kVoteMaxima && vote;
+    float mx[2];  // this thread's maxima of its two scores per row
+    auto publish_max = [&](int h) {
+      const float row_mx = QuadMax(mx[h]);
+      if ((lane & 3) == 0) sm.row_buf[c][warp_row0 + 8 * h + s_row] = row_mx;
+    };
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float mx = NegInf();
+      mx[h] = NegInf();
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const bool valid = idx_t[s_col + j] >= 0 && ((tree_bits >> (2 * h + j)) & 1u);
         const float v = valid ? (kFp8Rows ? sv[h][j] * q_unscale[h][0] * q_unscale[h][1] : sv[h][j]) * scale : NegInf();
         sv[h][j] = v;
-        mx = fmaxf(mx, v);
+        mx[h] = fmaxf(mx[h], v);
       }
-      mx = QuadMax(mx);
-      if ((lane & 3) == 0) sm.row_buf[c][warp_row0 + 8 * h + s_row] = mx;
+      if (!voting) publish_max(h);
     }
-    NamedBarrier(1 + g, 128);
 
-    // ---- Online softmax update; P (bf16, or f16 over fp8 rows) to shared memory for the row group.
-    float alpha_r[2];
-    bool rescale = false;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    // ---- Online softmax; P (bf16, or f16 over fp8 rows) to shared memory for the row group.
+    auto store_p = [&](int h, float p0, float p1) {
       const int row = warp_row0 + 8 * h + s_row;
-      float tile_max = sm.row_buf[0][row];
-#pragma unroll
-      for (int q = 1; q < 4; ++q) tile_max = fmaxf(tile_max, sm.row_buf[q][row]);
-      float alpha;
-      const float m_use = LazyMaxUpdate(m_run[h], tile_max, alpha);
-      alpha_r[h] = alpha;
-      const float p0 = FastExp2(sv[h][0] - m_use), p1 = FastExp2(sv[h][1] - m_use);
-      l_run[h] = l_run[h] * alpha + (p0 + p1);
-      rescale |= alpha != 1.f;
       unsigned char* dst = reinterpret_cast<unsigned char*>(sm.p) + SwizzledOffset<8>(row, s_col >> 3) + (s_col & 7) * 2;
       *reinterpret_cast<unsigned*>(dst) = !kFp8Rows ? PackBf16x2(p0, p1)
                                           : round_fp8 ? RoundToE4m3PairF16x2(p0, p1)
                                                       : PackF16x2(p0 * kF16PScale, p1 * kF16PScale);
-    }
-    if (__any_sync(0xffffffffu, rescale)) {
+    };
+    // The row maxima (published) across the row group's four warps, LazyMaxUpdate, P.
+    auto update_from_maxima = [&]() {
+      NamedBarrier(1 + g, 128);
+      float alpha_r[2];
+      bool rescale = false;
 #pragma unroll
-      for (int nt = 0; nt < kVNTiles; ++nt)
+      for (int h = 0; h < 2; ++h) {
+        const int row = warp_row0 + 8 * h + s_row;
+        float tile_max = sm.row_buf[0][row];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) o[nt][e] *= alpha_r[e >> 1];
+        for (int q = 1; q < 4; ++q) tile_max = fmaxf(tile_max, sm.row_buf[q][row]);
+        float alpha;
+        const float m_use = LazyMaxUpdate(m_run[h], tile_max, alpha);
+        alpha_r[h] = alpha;
+        const float p0 = FastExp2(sv[h][0] - m_use), p1 = FastExp2(sv[h][1] - m_use);
+        l_run[h] = l_run[h] * alpha + (p0 + p1);
+        rescale |= alpha != 1.f;
+        store_p(h, p0, p1);
+      }
+      if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+        for (int nt = 0; nt < kVNTiles; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[nt][e] *= alpha_r[e >> 1];
+      }
+      NamedBarrier(1 + g, 128);
+    };
+    if (voting) {
+      // Where LazyMaxUpdate keeps every running max of the row group (LazyMaxKeeps for each of its
+      // scores: alpha exactly 1), P against the running maxima is final. So P is written at once,
+      // and one barrier both publishes it and votes; only if some score passes its row's max by
+      // more than the update keeps (a jump in a max, a row with no finite score yet) do the maxima
+      // go across the four warps and P is written again, as the update decides. The same values,
+      // bit for bit, either way.
+      bool jumps = false;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) jumps |= !LazyMaxKeeps(m_run[h], mx[h]);
+      float p_sum[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float m_use = SafeMax(m_run[h]);
+        const float p0 = FastExp2(sv[h][0] - m_use), p1 = FastExp2(sv[h][1] - m_use);
+        p_sum[h] = p0 + p1;
+        store_p(h, p0, p1);
+      }
+      // Per row group: the two may pass different numbers of their own named barriers in a tile;
+      // what they share (stages, index slots) is ordered by the CTA barrier at the tile's top.
+      const bool exchange = NamedBarrierOr(1 + g, 128, jumps);
+      if (exchange) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) publish_max(h);
+        update_from_maxima();
+      } else {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) l_run[h] += p_sum[h];
+      }
+    } else {
+      update_from_maxima();
     }
-    NamedBarrier(1 + g, 128);
 
     // ---- O += P.V over the warp's 128 V columns (V = the first 512 dims of the same tile).
 #pragma unroll
@@ -547,6 +600,14 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
       }
     }
     if (stage_next) sm.idx[(t + kAhead + 1) % kRing][tid] = kv_rows.Validate(p, raw_next, t + kAhead + 1, tid);
+  };
+  if constexpr (kVoteMaxima) {
+    // Tile 0 passes every running max (-inf) and exchanges at once. A loop of its own for the later
+    // tiles keeps the one-tile CTAs of short prefixes on the exchange's code alone.
+    run_tile(0, false);
+    for (int t = 1; t < num_tiles; ++t) run_tile(t, true);
+  } else {
+    for (int t = 0; t < num_tiles; ++t) run_tile(t, false);
   }
 
   // ---- Row sums across the four warps of a row group, then the normalized partial state.

@@ -225,6 +225,34 @@ TEST_P(MlaVerifyGpu, EverySplitCountMatchesTheReference) {
   }
 }
 
+// Row maxima that jump within one prefix chunk (one split, so one CTA runs every tile): key i of
+// the prefix (counted over kv_indices) is scaled by 1 + i / 160, and every 293rd by 64 more. The
+// maxima climb past what the lazy online softmax keeps (2^8) now and then, and a spike passes them
+// by hundreds (log2 units), while most tiles keep them. A kernel that kept a running max across
+// such a spike would overflow exp2 (inf, NaN); one that moved it without rescaling O would be off
+// by far more than the tolerance. (The 32x32 tile decides per tile whether the maxima may move.)
+TEST_P(MlaVerifyGpu, RowMaximaThatJumpWithinAChunkMatchTheReference) {
+  for (const auto& [heads, mask] : {std::pair{8, kernels::MaskKind::kBool}, std::pair{64, kernels::MaskKind::kPacked}}) {
+    CaseSpec s;
+    s.seed = 131 + heads, s.num_heads = heads, s.prefix_lens = {heads == 8 ? 3001 : 1111, 45},
+    s.draft_lens = {6, 3}, s.mask = mask, s.tree = TreeKind::kBushy;
+    MlaCase c = reference::MakeCase(s);
+    std::vector<bool> scaled(static_cast<size_t>(c.problem.num_slots), false);
+    int64_t key = 0;
+    for (int b = 0; b < c.batch(); ++b) {
+      for (int64_t j = c.kv_indptr[b]; j < c.kv_indptr[b + 1]; ++j, ++key) {
+        const int64_t slot = c.kv_indices[j];
+        if (slot < 0 || slot >= c.problem.num_slots || scaled[slot]) continue;
+        scaled[slot] = true;
+        const float f = (1.f + static_cast<float>(key) / 160.f) * (key % 293 == 7 ? 64.f : 1.f);
+        uint16_t* row = c.kv_cache.data() + slot * kernels::kMlaKDim;
+        for (int d = 0; d < kernels::kMlaKDim; ++d) row[d] = reference::FloatToBf16(reference::Bf16ToFloat(row[d]) * f);
+      }
+    }
+    for (int splits : {1, 3}) Check(c, "H " + std::to_string(heads) + " num_splits " + std::to_string(splits), splits);
+  }
+}
+
 // Few rows and many states: the combine's wide layouts, one and two CTAs per row (the plan takes two
 // while the rows twice over fit the SMs), at the boundary state counts 32 (one slice per row) and 33.
 TEST_P(MlaVerifyGpu, WideCombineOverOneAndTwoCtasPerRowMatchesTheReference) {
