@@ -15,18 +15,6 @@ __device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// NamedBarrier that also ORs `v` over the `threads` arriving: true for all of them if any passed true.
-__device__ __forceinline__ bool NamedBarrierOr(int id, int threads, bool v) {
-  unsigned any;
-  asm volatile(
-      "{\n .reg .pred vp, anyp;\n setp.ne.u32 vp, %1, 0;\n bar.red.or.pred anyp, %2, %3, vp;\n"
-      " selp.u32 %0, 1, 0, anyp;\n}"
-      : "=r"(any)
-      : "r"(static_cast<unsigned>(v)), "r"(id), "r"(threads)
-      : "memory");
-  return any != 0;
-}
-
 // Programmatic dependent launch (sm_90+; no-ops before): a primary kernel lets the next kernel in
 // the stream start launching (its CTAs land on SMs the primary leaves idle), and the dependent
 // waits until the primary grid has completed and its memory is visible before reading its results.
