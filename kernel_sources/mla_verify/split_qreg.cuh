@@ -515,12 +515,12 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
       NamedBarrier(1 + g, 128);
     };
     if (voting) {
-      // Where LazyMaxUpdate keeps every running max of the row group (LazyMaxKeeps for each of its
-      // scores: alpha exactly 1), P against the running maxima is final. So P is written at once,
-      // and one barrier both publishes it and votes; only if some score passes its row's max by
-      // more than the update keeps (a jump in a max, a row with no finite score yet) do the maxima
-      // go across the four warps and P is written again, as the update decides. The same values,
-      // bit for bit, either way.
+      // Where LazyMaxUpdate keeps every running max of the CTA (LazyMaxKeeps for each score: alpha
+      // exactly 1), P against the running maxima is final. So P is written at once, and one barrier
+      // both publishes it and votes; only if some score passes its row's max by more than the
+      // update keeps (a jump in a max, a row with no finite score yet) do the maxima go across each
+      // row group's four warps and P is written again, as the update decides. The same values, bit
+      // for bit, either way.
       bool jumps = false;
 #pragma unroll
       for (int h = 0; h < 2; ++h) jumps |= !LazyMaxKeeps(m_run[h], mx[h]);
