@@ -86,6 +86,29 @@ void AddTcpPort(const Flags& flags, const std::string& token, grpc::ServerBuilde
   builder->AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), port);
 }
 
+// The daemon's bounds from its flags: registered regions, sessions, rings, request bytes, the
+// ring's spin and the launch timeout.
+void ApplyLimits(const Flags& flags, Daemon* d) {
+  d->regions.SetMaxEntries(static_cast<size_t>(flags.max_regions));
+  d->regions.SetMaxSystemBytes(static_cast<uint64_t>(flags.max_system_shm_bytes));
+  d->sessions.SetMaxSessions(static_cast<size_t>(flags.max_sessions));
+  d->rings.SetMaxRings(static_cast<size_t>(flags.max_rings));
+  d->rings.SetMaxMessageBytes(static_cast<uint64_t>(flags.max_request_bytes));
+  d->rings.SetSpin(std::chrono::microseconds(flags.ring_spin_us));
+  d->launcher.SetTimeout(std::chrono::milliseconds(flags.launch_timeout_ms));
+}
+
+// No new connection (those open finish their calls within `grace`), then the server, its
+// completion-queue threads and the launch rings stop.
+void StopServing(UnixListener& unix_listener, grpc::Server& server, CompletionQueueThreads& queues,
+                 std::chrono::seconds grace, Daemon& d) {
+  unix_listener.Stop();
+  server.Shutdown(std::chrono::system_clock::now() + grace);
+  queues.Shutdown();
+  server.Wait();
+  d.rings.Clear();
+}
+
 }  // namespace
 
 Status RunDaemon(const Flags& flags) {
@@ -108,11 +131,7 @@ Status RunDaemon(const Flags& flags) {
                          "for tests only");
   }
   RouteLibraryLogs();
-  d.regions.SetMaxEntries(static_cast<size_t>(flags.max_regions));
-  d.regions.SetMaxSystemBytes(static_cast<uint64_t>(flags.max_system_shm_bytes));
-  d.sessions.SetMaxSessions(static_cast<size_t>(flags.max_sessions));
-  d.rings.SetMaxRings(static_cast<size_t>(flags.max_rings));
-  d.rings.SetMaxMessageBytes(static_cast<uint64_t>(flags.max_request_bytes));
+  ApplyLimits(flags, &d);
   std::unique_ptr<MetricsEndpoint> metrics;  // destroyed before d: no scrape outlives the daemon's state
   if (!flags.metrics_listen.empty()) {
     if (!IsLoopbackListen(flags.metrics_listen)) {
@@ -129,8 +148,6 @@ Status RunDaemon(const Flags& flags) {
   InferenceService inference(&d);
   KernelService kernel(&d);
   HealthService health;  // NOT_SERVING until the kernels are loaded
-  d.rings.SetSpin(std::chrono::microseconds(flags.ring_spin_us));
-  d.launcher.SetTimeout(std::chrono::milliseconds(flags.launch_timeout_ms));
   d.rings.SetHandler([&inference](const inference::ModelInferRequest& req, const ipc::Scope& session,
                                    inference::ModelInferResponse* resp) {
     return inference.Infer(req, session, resp, Transport::kRing);
@@ -169,11 +186,7 @@ Status RunDaemon(const Flags& flags) {
   // Startup (compile and load) happens while already answering health, so supervisors can watch.
   if (Status s = StartDaemon(&d, gpus); !s.ok()) {
     health.Shutdown();
-    unix_listener->Stop();
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    queues.Shutdown();
-    server->Wait();
-    d.rings.Clear();
+    StopServing(*unix_listener, *server, queues, std::chrono::seconds(1), d);
     unlink(flags.socket.c_str());
     return s;
   }
@@ -190,11 +203,7 @@ Status RunDaemon(const Flags& flags) {
   health.Shutdown();  // NOT_SERVING, and every Watch ends
   d.ready = false;
   d.sessions.CancelAll();
-  unix_listener->Stop();  // no new connection; those open finish their calls
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  queues.Shutdown();
-  server->Wait();
-  d.rings.Clear();
+  StopServing(*unix_listener, *server, queues, std::chrono::seconds(10), d);
   d.regions.Clear();
   DrainAsyncLaunches(d);
   unlink(flags.socket.c_str());
