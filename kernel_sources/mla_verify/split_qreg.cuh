@@ -19,7 +19,9 @@
 //   registers of O): per 16 KV rows one ldmatrix.x4 of P and eight transposed ldmatrix.x4 of V for
 //   16 MMAs.
 // KV tiles of 32 rows stream through a 2-stage cp.async ring; Q first lands in stage 1 (32 rows of
-// 1152 bytes, one stage) and leaves it for registers before tile 1 is gathered there.
+// 1152 bytes, one stage) and leaves it for registers before tile 1 is gathered there. Warp 0 stages
+// each tile's row source addresses and a word of valid bits a tile ahead (as the sm_90a producer
+// does), so the gathers and the softmax do no 64-bit index arithmetic.
 //
 // An fp8 e4m3 cache (kFp8Rows, the prefix CTAs; the tree CTA reads bf16 k_extend as above): the
 // stages hold the cache's own bytes (SmemPlanQRegFp8: 3 stages of 32 rows of 592 bytes, two tiles
@@ -74,6 +76,76 @@
 
 namespace kjit {
 namespace mla {
+
+// fp8 rows: Q's A fragments (f16, qf) for k-steps c + 4j in the permuted k order of split_qreg's
+// header, from Q's bf16 rows at q_rows (SmemPlanQReg's swizzled rows). Dequant numerics scale
+// each row by a power of two (the rows' largest |q| go across the four quarters through row_buf;
+// q_unscale undoes it on S); fp8 numerics round to e4m3, and also fill qe, the e4m3 A fragments of
+// the k-step pairs. q_read() runs once every warp has read Q (its stages are free then).
+template <int kQSteps, int kQPairs, class QRead>
+__device__ __forceinline__ void LoadQFp8Fragments(const unsigned char* q_rows, float (&row_buf)[4][32],
+                                                  int warp_row0, int c, int lane, bool round_fp8,
+                                                  unsigned (&qf)[kQSteps][4], unsigned (&qe)[kQPairs][4],
+                                                  float (&q_unscale)[2][2], QRead q_read) {
+  constexpr unsigned kRowBytes = kKDim * 2;
+  // Q's A fragments of k-steps c + 4j in the permuted k order (above): rows warp_row0 + lane / 4
+  // (+ 8), dims 16 ks + 4q.. (one 8-byte word: the bf16 pairs of a0 and a2).
+  const int q4 = lane & 3;
+  uint2 w[kQSteps][2];
+#pragma unroll
+  for (int j = 0; j < kQSteps; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp_row0 + (lane >> 2) + 8 * h;
+      w[j][h] = *reinterpret_cast<const uint2*>(q_rows + row * kRowBytes +
+                                                (((2 * (c + 4 * j) + (q4 >> 1)) ^ (row & 7)) << 4) + (q4 & 1) * 8);
+    }
+  if (!round_fp8) {  // each row's largest |q|: the four quarters' through shared memory
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = 0.f;
+#pragma unroll
+      for (int j = 0; j < kQSteps; ++j)
+        mx = fmaxf(mx, fmaxf(fmaxf(fabsf(Bf16Lo(w[j][h].x)), fabsf(Bf16Hi(w[j][h].x))),
+                             fmaxf(fabsf(Bf16Lo(w[j][h].y)), fabsf(Bf16Hi(w[j][h].y)))));
+      mx = QuadMax(mx);
+      if (q4 == 0) row_buf[c][warp_row0 + (lane >> 2) + 8 * h] = mx;
+    }
+  }
+  __syncthreads();  // the row maxima visible; Q read by every warp, so its stages are free
+  q_read();
+  float q_scale[2][2] = {{1.f, 1.f}, {1.f, 1.f}};  // 2^e as two exact factors (|e| may pass 127)
+  if (!round_fp8) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp_row0 + (lane >> 2) + 8 * h;
+      const float m = fmaxf(fmaxf(row_buf[0][row], row_buf[1][row]), fmaxf(row_buf[2][row], row_buf[3][row]));
+      const int e = F16RowScaleExponent(m);
+      q_scale[h][0] = Pow2(e / 2);
+      q_scale[h][1] = Pow2(e - e / 2);
+      q_unscale[h][0] = Pow2(-(e / 2));
+      q_unscale[h][1] = Pow2(-(e - e / 2));
+    }
+  }
+  auto to_f16 = [&](unsigned v, int h) {
+    if (round_fp8) return RoundToE4m3PairF16x2(Bf16Lo(v), Bf16Hi(v));
+    return PackF16x2(Bf16Lo(v) * q_scale[h][0] * q_scale[h][1], Bf16Hi(v) * q_scale[h][0] * q_scale[h][1]);
+  };
+#pragma unroll
+  for (int j = 0; j < kQSteps; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      qf[j][h] = to_f16(w[j][h].x, h);      // a0 / a1: dims 4q, 4q + 1
+      qf[j][2 + h] = to_f16(w[j][h].y, h);  // a2 / a3: dims 4q + 2, 4q + 3
+    }
+#pragma unroll
+  for (int i = 0; i < kQPairs; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      qe[i][h] = round_fp8 ? RoundBf16x4ToE4m3x4(w[2 * i][h].x, w[2 * i][h].y) : 0u;
+      qe[i][2 + h] = round_fp8 ? RoundBf16x4ToE4m3x4(w[2 * i + 1][h].x, w[2 * i + 1][h].y) : 0u;
+    }
+}
 
 // kVoteMaxima: the row maxima's exchange only where LazyMaxUpdate may move one (bf16 rows only;
 // the bf16 kernels).
@@ -140,47 +212,56 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   // Warp w gathers rows w, w + 8, w + 16, w + 24; lane copies chunks lane, lane + 32, lane + 64 (< 72),
   // of an e4m3 row lane and 32 + lane (< 36).
   auto gather = [&](int t) {
-    const long long* idx = sm.idx[t % kRing];
+    const long long* addr = sm.idx[t % kRing];
+    const char* fallback = reinterpret_cast<const char*>(kv_rows.base) + lane * 16;  // masked rows: no bytes read
     if constexpr (kFp8Rows) {
       const unsigned dst = SmemAddr(sm.kv[t % kStages]) + lane * 16;
-      const char* base = reinterpret_cast<const char*>(kv_rows.base) + lane * 16;
 #pragma unroll
-      for (int row = warp; row < kTile; row += kWarps) {
-        const long long s = idx[row];
-        const char* src = base + (s < 0 ? 0 : s) * kv_rows.row_bytes;
+      for (int k = 0; k < kTile / kWarps; ++k) {
+        const int row = warp + k * kWarps;
+        const long long a = addr[row];
+        const bool ok = a >= 0;
+        const char* src = ok ? reinterpret_cast<const char*>(a) + lane * 16 : fallback;
         const unsigned d = dst + row * kPitch8;
-        CpAsync16(d, src, s >= 0);
-        if (lane < kKDim / 16 - 32) CpAsync16(d + 512, src + 512, s >= 0);
+        CpAsync16(d, src, ok);
+        if (lane < kKDim / 16 - 32) CpAsync16(d + 512, src + 512, ok);
       }
       return;
     }
     const unsigned dst = SmemAddr(sm.kv[t % kStages]);
-    const char* base = reinterpret_cast<const char*>(kv_rows.base) + lane * 16;
 #pragma unroll
-    for (int row = warp; row < kTile; row += kWarps) {
-      const long long s = idx[row];
-      const char* src = base + (s < 0 ? 0 : s) * kv_rows.row_bytes;
+    for (int k = 0; k < kTile / kWarps; ++k) {
+      const int row = warp + k * kWarps;
+      const long long a = addr[row];
+      const bool ok = a >= 0;
+      const char* src = ok ? reinterpret_cast<const char*>(a) + lane * 16 : fallback;
       // chunk c + 32k XOR (row % 8) only changes c's low three bits: +512 bytes per k.
       const unsigned d = dst + row * kRowBytes + ((lane ^ (row & 7)) << 4);
-      CpAsync16(d, src, s >= 0);
-      CpAsync16(d + 512, src + 512, s >= 0);
-      if (lane < kChunks - 64) CpAsync16(d + 1024, src + 1024, s >= 0);
+      CpAsync16(d, src, ok);
+      CpAsync16(d + 512, src + 512, ok);
+      if (lane < kChunks - 64) CpAsync16(d + 1024, src + 1024, ok);
     }
+  };
+  // Tile k's row source addresses (-1: masked) and valid bits, by warp 0 whole (tid < kTile), from
+  // the slot indices loaded a tile ahead: the gathers and the softmax then do no 64-bit index work.
+  auto stage_rows = [&](int k, long long raw) {
+    const long long v = kv_rows.Validate(p, raw, k, tid);
+    sm.idx[k % kRing][tid] =
+        v >= 0 ? reinterpret_cast<long long>(reinterpret_cast<const char*>(kv_rows.base) + v * kv_rows.row_bytes) : -1;
+    const unsigned bits = __ballot_sync(0xffffffffu, v >= 0);
+    if (tid == 0) sm.valid[k % kRing] = bits;
   };
 
   // Prologue: indices of tiles 0..kAhead; Q into stage 1 and tile 0 into stage 0, one cp.async
   // group (fp8: tile 1 follows once Q has left for registers).
+  // Every slot index is loaded before any is staged: the ballot in stage_rows would otherwise keep
+  // each load behind the previous tile's (one more global round trip before the first tile).
   if (tid < kTile) {
-    if constexpr (kFp8Rows) {
-      long long raw[kAhead + 1];
+    long long raw[kAhead + 1];
 #pragma unroll
-      for (int k = 0; k <= kAhead; ++k) raw[k] = kv_rows.Raw(p, k, tid);  // kPastEnd past the chunk
+    for (int k = 0; k <= kAhead; ++k) raw[k] = kv_rows.Raw(p, k, tid);  // kPastEnd past the chunk
 #pragma unroll
-      for (int k = 0; k <= kAhead; ++k) sm.idx[k][tid] = kv_rows.Validate(p, raw[k], k, tid);
-    } else {
-      sm.idx[0][tid] = kv_rows.Validate(p, kv_rows.Raw(p, 0, tid), 0, tid);
-      sm.idx[1][tid] = num_tiles > 1 ? kv_rows.Validate(p, kv_rows.Raw(p, 1, tid), 1, tid) : -1;
-    }
+    for (int k = 0; k <= kAhead; ++k) stage_rows(k, raw[k]);
   }
   __syncthreads();
   const unsigned q_stage = SmemAddr(sm.kv[kQStage]);
@@ -213,65 +294,11 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
   __syncthreads();
   KJIT_STAMP(kTlQLanded);
   if constexpr (kFp8Rows) {
-    // Q's A fragments of k-steps c + 4j in the permuted k order (above): rows warp_row0 + lane / 4
-    // (+ 8), dims 16 ks + 4q.. (one 8-byte word: the bf16 pairs of a0 and a2).
-    const int q4 = lane & 3;
-    uint2 w[kQSteps][2];
-    const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(sm.kv[kQStage]);
-#pragma unroll
-    for (int j = 0; j < kQSteps; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = warp_row0 + (lane >> 2) + 8 * h;
-        w[j][h] = *reinterpret_cast<const uint2*>(q_rows + row * kRowBytes +
-                                                  (((2 * (c + 4 * j) + (q4 >> 1)) ^ (row & 7)) << 4) + (q4 & 1) * 8);
-      }
-    if (!round_fp8) {  // each row's largest |q|: the four quarters' through shared memory
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float mx = 0.f;
-#pragma unroll
-        for (int j = 0; j < kQSteps; ++j)
-          mx = fmaxf(mx, fmaxf(fmaxf(fabsf(Bf16Lo(w[j][h].x)), fabsf(Bf16Hi(w[j][h].x))),
-                               fmaxf(fabsf(Bf16Lo(w[j][h].y)), fabsf(Bf16Hi(w[j][h].y)))));
-        mx = QuadMax(mx);
-        if (q4 == 0) sm.row_buf[c][warp_row0 + (lane >> 2) + 8 * h] = mx;
-      }
-    }
-    __syncthreads();  // the row maxima visible; Q read by every warp, so its stages are free
-    if (num_tiles > 1) gather(1);
-    CpAsyncCommit();
-    float q_scale[2][2] = {{1.f, 1.f}, {1.f, 1.f}};  // 2^e as two exact factors (|e| may pass 127)
-    if (!round_fp8) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = warp_row0 + (lane >> 2) + 8 * h;
-        const float m = fmaxf(fmaxf(sm.row_buf[0][row], sm.row_buf[1][row]), fmaxf(sm.row_buf[2][row], sm.row_buf[3][row]));
-        const int e = F16RowScaleExponent(m);
-        q_scale[h][0] = Pow2(e / 2);
-        q_scale[h][1] = Pow2(e - e / 2);
-        q_unscale[h][0] = Pow2(-(e / 2));
-        q_unscale[h][1] = Pow2(-(e - e / 2));
-      }
-    }
-    auto to_f16 = [&](unsigned v, int h) {
-      if (round_fp8) return RoundToE4m3PairF16x2(Bf16Lo(v), Bf16Hi(v));
-      return PackF16x2(Bf16Lo(v) * q_scale[h][0] * q_scale[h][1], Bf16Hi(v) * q_scale[h][0] * q_scale[h][1]);
-    };
-#pragma unroll
-    for (int j = 0; j < kQSteps; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        qf[j][h] = to_f16(w[j][h].x, h);      // a0 / a1: dims 4q, 4q + 1
-        qf[j][2 + h] = to_f16(w[j][h].y, h);  // a2 / a3: dims 4q + 2, 4q + 3
-      }
-#pragma unroll
-    for (int i = 0; i < kQPairs; ++i)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        qe[i][h] = round_fp8 ? RoundBf16x4ToE4m3x4(w[2 * i][h].x, w[2 * i][h].y) : 0u;
-        qe[i][2 + h] = round_fp8 ? RoundBf16x4ToE4m3x4(w[2 * i + 1][h].x, w[2 * i + 1][h].y) : 0u;
-      }
+    LoadQFp8Fragments(reinterpret_cast<const unsigned char*>(sm.kv[kQStage]), sm.row_buf, warp_row0, c, lane,
+                      round_fp8, qf, qe, q_unscale, [&]() {
+                        if (num_tiles > 1) gather(1);
+                        CpAsyncCommit();
+                      });
   } else {
     // Q's A fragments of k-steps c + 4j: rows warp_row0 + lane % 16, chunk 2c + lane / 16 of group j.
     const unsigned a_lane =
@@ -445,7 +472,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     NamedBarrier(1 + g, 128);
 
     // ---- The sum of the row group's four partials for columns 8c.., scale, mask, row maxima.
-    const long long* idx_t = sm.idx[t % kRing];
+    const unsigned valid_cols = sm.valid[t % kRing] >> s_col;
     float sv[2][2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -471,7 +498,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
       mx[h] = NegInf();
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const bool valid = idx_t[s_col + j] >= 0 && ((tree_bits >> (2 * h + j)) & 1u);
+        const bool valid = ((valid_cols >> j) & 1u) && ((tree_bits >> (2 * h + j)) & 1u);
         const float v = valid ? (kFp8Rows ? sv[h][j] * q_unscale[h][0] * q_unscale[h][1] : sv[h][j]) * scale : NegInf();
         sv[h][j] = v;
         mx[h] = fmaxf(mx[h], v);
@@ -602,7 +629,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
         }
       }
     }
-    if (stage_next) sm.idx[(t + kAhead + 1) % kRing][tid] = kv_rows.Validate(p, raw_next, t + kAhead + 1, tid);
+    if (stage_next) stage_rows(t + kAhead + 1, raw_next);
   };
   if constexpr (kVoteMaxima) {
     // Tile 0 passes every running max (-inf) and exchanges at once. A loop of its own for the later

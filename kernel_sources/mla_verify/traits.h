@@ -85,7 +85,8 @@ struct SmemPlanQReg {
   alignas(128) float s_part[2][4][16][TileQReg32x32::kSPad];  // row group, quarter: partial S of 16 rows
   alignas(128) unsigned short p[TileQReg32x32::kRows * kPRowElems];  // bf16 P, 128-byte rows (4 chunks used)
   float row_buf[4][TileQReg32x32::kRows];                              // per-quarter row maxima / sums
-  long long idx[kIdxRing][TileQReg32x32::kKvTile];                     // source row per KV row; -1 = masked
+  long long idx[kIdxRing][TileQReg32x32::kKvTile];  // source address per KV row of a staged tile; -1 = masked
+  unsigned valid[kIdxRing];                          // bit i: KV row i of that tile is valid
 };
 static_assert(sizeof(SmemPlanQReg) <= 101376, "the 32x32 Q-in-registers tile exceeds 99 KB");
 // The same tile over an fp8 e4m3 cache (prefix CTAs; the tree CTA reads bf16 k_extend through
@@ -98,6 +99,7 @@ struct SmemPlanQRegFp8 {
   alignas(128) unsigned short p[TileQReg32x32::kRows * kPRowElems];  // f16 P, 128-byte rows
   float row_buf[4][TileQReg32x32::kRows];
   long long idx[TileQReg32x32::kStagesFp8 + 1][TileQReg32x32::kKvTile];
+  unsigned valid[TileQReg32x32::kStagesFp8 + 1];
 };
 static_assert(sizeof(SmemPlanQRegFp8) <= sizeof(SmemPlanQReg), "the fp8 plan fits the launch's (bf16) request");
 static_assert(sizeof(SmemPlanQRegFp8::idx) / sizeof(SmemPlanQRegFp8::idx[0]) == TileQReg32x32::kStagesFp8 + 1,
