@@ -1,8 +1,8 @@
 // Draft-tree mask: may draft row r attend draft column c of request b?
 // Bool: byte mask_indptr[b] + r * (P_b + D_b) + P_b + c (SGLang's layout, last D_b columns read).
 // Packed: request b's rows start at word sum_{b'<b} D_b' * ceil(D_b'/32); row r has ceil(D_b/32)
-// words, bit c % 32 of word c / 32. is_causal ignores bits above the diagonal. Out-of-range mask
-// offsets read as "not allowed" and raise kErrBadIndptr.
+// words, bit c % 32 of word c / 32. A causal call (kCausalBit) ignores bits above the diagonal.
+// Out-of-range mask offsets read as "not allowed" and raise kErrBadIndptr.
 #pragma once
 
 #include "mla_verify/params.h"
@@ -41,7 +41,7 @@ struct TreeMask {
   // Branch-free: the load address is clamped into the mask and the result masked, so a caller
   // can issue all of a tile's loads back to back (they overlap the tile's Q.K^T).
   __device__ __forceinline__ bool Allowed(const MlaVerifyParams& p, int r, int c, int draft) const {
-    const bool in_tree = ok && c < draft && r < draft && !((p.is_causal & kCausalBit) != 0 && c > r);
+    const bool in_tree = ok && c < draft && r < draft && !((p.flags & kCausalBit) != 0 && c > r);
     if (kPacked) {
       long long i = base + r * row_pitch + (c >> 5);
       i = i < 0 ? 0 : (i >= p.mask_len ? p.mask_len - 1 : i);

@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
   // launch's dependents (the tree launch, the combine) start, so that those, too, never overlap the
   // earlier kernel. The tree launch instead overlaps the prefix launch it depends on, which it does
   // not read, and waits for it at its end (below). Without the attribute the wait is a no-op.
-  if ((p.is_causal & kTreeLaunchBit) == 0) WaitForPrimaryGrid();
+  if ((p.flags & kTreeLaunchBit) == 0) WaitForPrimaryGrid();
   AllowDependentLaunch();  // the dependents' CTAs may occupy idle SMs; they wait for this grid
   if (threadIdx.x == 0) CtaErrors() = 0;
   __syncthreads();
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kSplitThreads<kTile>, 1)
   // As the tree launch of the fp8-MMA sequence (programmatic dependent on the prefix launch, which
   // it does not read), this grid completes only after that one: the combine waits for this grid
   // alone.
-  if ((p.is_causal & kTreeLaunchBit) != 0) WaitForPrimaryGrid();
+  if ((p.flags & kTreeLaunchBit) != 0) WaitForPrimaryGrid();
   KJIT_STAMP(kTlExit);
 }
 

@@ -48,8 +48,8 @@ struct MlaVerifyParams {
   int rows_cap;    // max_draft * H: rows of one request's states
   int error_slot_count;  // the split kernel's CTAs
   int combine_row_parts;  // the combine's layout (traits.h: CombineIsWide, CombinePartsOf)
-  int is_causal;  // bit 0: causal; bit 1: fp8 numerics' rounding of q and P (read by kKv = 1 kernels);
-                  // bit 2: this launch is the tree launch of the fp8-MMA sequence
+  int flags;  // bit 0 (kCausalBit): causal; bit 1 (kFp8RoundBit): fp8 numerics' rounding of q and P
+              // (read by kKv = 1 kernels); bit 2 (kTreeLaunchBit): the tree launch of the fp8-MMA sequence
   int qo_indptr_64, kv_indptr_64;  // 1: that index pointer holds int64 entries
   float prefix_scale_log2;  // sm_scale * k_scale * log2(e)
   float tree_scale_log2;    // sm_scale * log2(e)
@@ -57,7 +57,7 @@ struct MlaVerifyParams {
 };
 // The size an older in-process client passes: new flags go into existing fields' spare bits.
 static_assert(sizeof(MlaVerifyParams) == 256, "MlaVerifyParams keeps its size across client versions");
-constexpr int kCausalBit = 1;    // MlaVerifyParams::is_causal bits
+constexpr int kCausalBit = 1;    // MlaVerifyParams::flags bits
 constexpr int kFp8RoundBit = 2;
 constexpr int kTreeLaunchBit = 4;
 

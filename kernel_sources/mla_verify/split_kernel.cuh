@@ -6,7 +6,7 @@
 // An fp8 e4m3 cache (kFp8): a prefix CTA's cp.async lands each tile's 576-byte rows in a staging ring
 // (SmemPlanFp8::kv8), and at the top of the tile's step, once the next tile's copies are issued, the
 // CTA converts them exactly to bf16 into the stage the MMAs read (one more barrier per tile). With
-// fp8 numerics (MlaVerifyParams::is_causal's kFp8RoundBit) Q is rounded to e4m3 in place once it has landed, and P
+// fp8 numerics (MlaVerifyParams::flags' kFp8RoundBit) Q is rounded to e4m3 in place once it has landed, and P
 // is rounded to e4m3 before P.V. The tree CTA (k_extend, bf16) runs as with a bf16 cache.
 #pragma once
 
@@ -74,7 +74,7 @@ __device__ __forceinline__ void SplitKernelBody(const MlaVerifyParams& p) {
   // past the chunk or out of range (never dereferenced; the column is masked).
   const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end, kFp8 ? 1 : 2);
   const bool fp8_rows = kFp8 && !tree;                // this CTA reads e4m3 cache rows
-  const bool round_p = fp8_rows && (p.is_causal & kFp8RoundBit) != 0;  // fp8 numerics: P (and Q) rounded to e4m3
+  const bool round_p = fp8_rows && (p.flags & kFp8RoundBit) != 0;  // fp8 numerics: P (and Q) rounded to e4m3
   constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
   auto load_raw = [&](int t, int i) { return kv_rows.Raw(p, t, i); };
   auto validate = [&](long long raw, int t, int i) { return kv_rows.Validate(p, raw, t, i); };

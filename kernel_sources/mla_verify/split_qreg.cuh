@@ -206,7 +206,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     if (!mask.ok && tid == 0) RaiseError(kErrBadIndptr);
   }
   const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end, kFp8Rows ? 1 : 2);
-  const bool round_fp8 = kFp8Rows && (p.is_causal & kFp8RoundBit) != 0;  // fp8 numerics: Q and P to e4m3
+  const bool round_fp8 = kFp8Rows && (p.flags & kFp8RoundBit) != 0;  // fp8 numerics: Q and P to e4m3
   constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
 
   // Warp w gathers rows w, w + 8, w + 16, w + 24; lane copies chunks lane, lane + 32, lane + 64 (< 72),
@@ -488,7 +488,7 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     }
     // With the vote (below) the row maxima are published only if it asks for them.
     const bool voting = kVoteMaxima && vote;
-    float mx[2];  // this thread's maxima of its two scores per row
+    float mx[2] = {NegInf(), NegInf()};  // this thread's maxima of its two scores per row
     auto publish_max = [&](int h) {
       const float row_mx = QuadMax(mx[h]);
       if ((lane & 3) == 0) sm.row_buf[c][warp_row0 + 8 * h + s_row] = row_mx;

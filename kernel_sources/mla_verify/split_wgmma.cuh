@@ -26,7 +26,7 @@
 // hence the fp8 register split of TileWgmma64x64), converts them exactly to bf16 and stores them
 // where cp.async would have put them. The next tile's loads go out right after a tile's stores,
 // before its stage is free, and the L2 prefetch of the tile after (one bulk prefetch per row, issued
-// with its indices) keeps DRAM busy beyond what the registers hold. With fp8 numerics (MlaVerifyParams::is_causal's kFp8RoundBit)
+// with its indices) keeps DRAM busy beyond what the registers hold. With fp8 numerics (MlaVerifyParams::flags' kFp8RoundBit)
 // the consumers round Q to e4m3 in place once it has landed, and P is rounded to e4m3 before P.V.
 // The tree CTA (k_extend, bf16) runs as with a bf16 cache.
 #pragma once
@@ -257,7 +257,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   const KvRows<kTile> kv_rows(p, rq, tree, kv_begin, kv_end, kFp8 ? 1 : 2);
   constexpr long long kPastEnd = KvRows<kTile>::kPastEnd;
   const bool fp8_rows = kFp8 && !tree;                // this CTA reads e4m3 cache rows
-  const bool round_p = fp8_rows && (p.is_causal & kFp8RoundBit) != 0;  // fp8 numerics: P (and Q) rounded to e4m3
+  const bool round_p = fp8_rows && (p.flags & kFp8RoundBit) != 0;  // fp8 numerics: P (and Q) rounded to e4m3
   // The producer's first slot indices, loaded here, ahead of Q's copies: the load is on the path to
   // the first tile, and issued after those copies it waited behind them.
   constexpr int kConsumers = 256, kProducers = 128;  // warpgroups 0-1 and 2

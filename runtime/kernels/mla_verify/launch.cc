@@ -93,7 +93,7 @@ mla::MlaVerifyParams MakeParams(const MlaVerifyPlan& plan, const MlaVerifyProble
   params.num_splits = plan.num_splits;
   params.rows_cap = static_cast<int>(rows_cap);
   const bool fp8_round = p.kv_dtype == KvDtype::kFp8E4m3 && p.fp8_numerics == Fp8Numerics::kFp8;
-  params.is_causal = (p.is_causal ? mla::kCausalBit : 0) | (fp8_round ? mla::kFp8RoundBit : 0);
+  params.flags = (p.is_causal ? mla::kCausalBit : 0) | (fp8_round ? mla::kFp8RoundBit : 0);
   params.prefix_scale_log2 = p.sm_scale * p.k_scale * kLog2e;
   params.tree_scale_log2 = p.sm_scale * kLog2e;
   params.v_scale = p.v_scale;
@@ -181,7 +181,7 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
     // Its one slab is split 0 (the last slab of the one-launch grid), and so are its error slots.
     mla::MlaVerifyParams tree_params = params;
     tree_params.error_slots += static_cast<size_t>(plan.main.grid[0]) * plan.main.grid[1] * plan.num_splits;
-    tree_params.is_causal |= mla::kTreeLaunchBit;
+    tree_params.flags |= mla::kTreeLaunchBit;
     KJIT_RETURN_IF_ERROR(Launch(*api, tree, plan.tree, stream, &tree_params, "mla_verify: launch tree kernel"));
   }
   return Launch(*api, combine, plan.combine, stream, &params, "mla_verify: launch combine");
