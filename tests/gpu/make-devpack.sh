@@ -44,6 +44,14 @@ if [ -n "${KJIT_BASE_BUILD:-}" ] && [ -n "${KJIT_BASE_TREE:-}" ]; then
   cp -r "$KJIT_BASE_TREE/client/python" .devpack/base/tree/client/
   cp -r "$KJIT_BASE_TREE/tests/gpu" .devpack/base/tree/tests/
 fi
+# KJIT_AB_TREES="NAME=REV ..." bundles each commit's kernel_sources into .devpack/trees/NAME/ for
+# tests/gpu/kernel_ab.sh (the bundle's binaries then run each tree through KJIT_KERNEL_DIR).
+for t in ${KJIT_AB_TREES:-}; do
+  name=${t%%=*} rev=${t#*=}
+  [[ $name =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "KJIT_AB_TREES: bad tree name '$name'" >&2; exit 2; }
+  mkdir -p ".devpack/trees/$name"
+  git archive "$rev" kernel_sources | tar -x -C ".devpack/trees/$name"
+done
 [ -d client/python ] && cp -r client/python .devpack/python
 mkdir -p .devpack/python && cp "$build/proto/kjit_protos.desc" .devpack/python/  # for tests/gpu/e2e_torch.py
 echo "bundled: ${bins[*]##*/}"
