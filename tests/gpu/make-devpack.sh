@@ -10,6 +10,10 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${1:-$root/build}
 cd "$root"
+for t in ${KJIT_AB_TREES:-}; do  # checked before anything is built (bundled at the end)
+  [[ ${t%%=*} =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "KJIT_AB_TREES: bad tree name '${t%%=*}'" >&2; exit 2; }
+  git rev-parse --verify -q "${t#*=}^{commit}" >/dev/null || { echo "KJIT_AB_TREES: no commit '${t#*=}'" >&2; exit 2; }
+done
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 # KJIT_TARGETS="a b c" builds only those targets (default: everything).
 cmake --build "$build" -j"$(nproc)" ${KJIT_TARGETS:+--target $KJIT_TARGETS kjit_proto_descriptors}
@@ -48,7 +52,6 @@ fi
 # tests/gpu/kernel_ab.sh (the bundle's binaries then run each tree through KJIT_KERNEL_DIR).
 for t in ${KJIT_AB_TREES:-}; do
   name=${t%%=*} rev=${t#*=}
-  [[ $name =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "KJIT_AB_TREES: bad tree name '$name'" >&2; exit 2; }
   mkdir -p ".devpack/trees/$name"
   git archive "$rev" kernel_sources | tar -x -C ".devpack/trees/$name"
 done
