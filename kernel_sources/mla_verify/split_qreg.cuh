@@ -488,14 +488,13 @@ __device__ __forceinline__ void QRegSplitKernelBody(const MlaVerifyParams& p) {
     }
     // With the vote (below) the row maxima are published only if it asks for them.
     const bool voting = kVoteMaxima && vote;
-    float mx[2] = {NegInf(), NegInf()};  // this thread's maxima of its two scores per row
+    float mx[2] = {NegInf(), NegInf()};  // this thread's maxima of its two scores per row (of this tile)
     auto publish_max = [&](int h) {
       const float row_mx = QuadMax(mx[h]);
       if ((lane & 3) == 0) sm.row_buf[c][warp_row0 + 8 * h + s_row] = row_mx;
     };
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      mx[h] = NegInf();
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const bool valid = ((valid_cols >> j) & 1u) && ((tree_bits >> (2 * h + j)) & 1u);
