@@ -87,12 +87,14 @@ class KernelAbSh(unittest.TestCase):
         self.d = d
         (d / "pack" / "bin").mkdir(parents=True)
         fake = d / "pack" / "bin" / "kernel_bench"
-        # Times: 100 us for tree "slow", 80 for any other; the order of calls goes to calls.log.
+        # Times: 100 us for tree "slow", 80 for any other, 70 with --pdl on; the order of calls goes
+        # to calls.log, each run's arguments to args.log.
         fake.write_text(f"""#!/bin/bash
-out=""; while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
+echo "$*" >> {d}/args.log
+out=""; pdl=""; while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; [ "$1" = --pdl ] && pdl=$2; shift; done
 tree=$(basename "$(dirname "$KJIT_KERNEL_DIR")")
 echo "$tree" >> {d}/calls.log
-g=80; [ "$tree" = slow ] && g=100
+g=80; [ "$tree" = slow ] && g=100; [ "$pdl" = on ] && g=70
 {sys.executable} -c 'import sys; sys.path.insert(0, "{pathlib.Path(__file__).parent}"); import test_kernel_ab as t; open(sys.argv[1], "w").write(t.table({{"K2 H8": (float(sys.argv[2]), 1.0)}}))' "$out" "$g"
 """)
         fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
@@ -117,6 +119,23 @@ g=80; [ "$tree" = slow ] && g=100
         self.assertIn("| K2 H8 | 100.0 / 100.0 | 80.0 / 80.0 |", ab)
         self.assertIn("| 0.800 |", ab)
         self.assertTrue((out / "fast_2.md").exists())
+
+    def test_a_tree_against_itself_with_its_own_arguments(self):
+        out = self.d / "out"
+        tree = self.d / "fast" / "kernel_sources"
+        r = self.run_sh(str(out), "1", f"off={tree},--pdl,off", f"on={tree},--pdl,on", "--", "--only", "K2 |K5 ")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        args = (self.d / "args.log").read_text().splitlines()
+        self.assertEqual(len(args), 2)
+        # The shared arguments, then the tree's own, then --out.
+        self.assertTrue(args[0].startswith("--only K2 |K5  --pdl off --out "), args[0])
+        self.assertTrue(args[1].startswith("--only K2 |K5  --pdl on --out "), args[1])
+        ab = (out / "ab.md").read_text()
+        self.assertIn("| K2 H8 | 80.0 | 70.0 |", ab)
+        self.assertIn("| 0.875 |", ab)
+        r = self.run_sh(str(self.d / "o3"), "1", f"a={self.d},--pdl,on", f"b={tree}", "--")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not a kernel_sources tree", r.stderr)
 
     def test_one_tree_or_a_wrong_directory_is_an_error(self):
         r = self.run_sh(str(self.d / "o1"), "1", f"slow={self.d / 'slow' / 'kernel_sources'}", "--", "--reps", "1")
