@@ -97,6 +97,10 @@ struct KvRows {
         kv0(rq.kv0),
         tree(is_tree) {}
   __device__ __forceinline__ long long Pos(int t, int i) const { return begin + static_cast<long long>(t) * kTile + i; }
+  // What a producer stages for a row Validate returned: the row's first byte, or -1 (masked).
+  __device__ __forceinline__ long long StagedAddress(long long v) const {
+    return v >= 0 ? reinterpret_cast<long long>(reinterpret_cast<const char*>(base) + v * row_bytes) : -1;
+  }
   __device__ __forceinline__ long long Raw(const MlaVerifyParams& p, int t, int i) const {
     const long long pos = Pos(t, i);
     if (pos >= end) return kPastEnd;

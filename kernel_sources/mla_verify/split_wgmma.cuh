@@ -317,7 +317,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
         raw_next = t + 1 < num_tiles ? kv_rows.Raw(p, t + 1, i) : kPastEnd;
       }
       const long long v = kv_rows.Validate(p, raw, t, i);
-      sm.idx[t % kIdxRing][i] = v >= 0 ? reinterpret_cast<long long>(kv_base + v * kv_row_bytes) : -1;
+      sm.idx[t % kIdxRing][i] = kv_rows.StagedAddress(v);
       if (fp8_rows && raw_next >= 0 && raw_next < p.num_slots) PrefetchL2(kv_base + raw_next * kv_row_bytes, kKDim);
       if (!tree) {  // the tree CTA's softmax reads its mask bits instead
         const unsigned bits = __ballot_sync(0xffffffffu, v >= 0);

@@ -187,7 +187,7 @@ __device__ __forceinline__ void WgmmaFp8SplitKernelBody(const MlaVerifyParams& p
         raw_next = raw_after;
         raw_after = t + 2 < num_tiles ? kv_rows.Raw(p, t + 2, i) : kPastEnd;
         const long long v = kv_rows.Validate(p, raw, t, i);
-        sm.idx[t % kIdxRing][i] = v >= 0 ? reinterpret_cast<long long>(kv_base + v * kv_row_bytes) : -1;
+        sm.idx[t % kIdxRing][i] = kv_rows.StagedAddress(v);
         if (raw_next >= 0 && raw_next < p.num_slots) PrefetchL2(kv_base + raw_next * kv_row_bytes, kKDim);
         const unsigned bits = __ballot_sync(0xffffffffu, v >= 0);
         if (lane == 0) sm.valid[t % kIdxRing][i >> 5] = bits;
