@@ -66,8 +66,13 @@ __device__ __forceinline__ void CombineRows(const MlaVerifyParams& p, CombineSme
   WaitForPrimaryGrid();
   KJIT_STAMP_COMBINE(kTlcWaited);
   if (blockIdx.x == 0 && b == 0) PublishErrors(p);
-  const bool active = rq.ok && row < rq.draft * kHeads;  // uniform over each slice
-  if (kWide && !active) return;                          // one row per CTA: uniform over it
+  // Each thread read the request itself, and a client may rewrite it during the launch: a wide CTA
+  // (one row, barriers below) merges only if every thread's own read lets it, so that no thread
+  // skips a barrier and none merges with a request it did not check. Without a rewrite this is
+  // uniform over each slice anyway.
+  const bool mine = rq.ok && row < rq.draft * kHeads;
+  const bool active = kWide ? __syncthreads_and(mine) != 0 : mine;
+  if (kWide && !active) return;
 
   const int states = p.num_splits + 1;
   const StateRows first = StateOf(p, b, 0);
