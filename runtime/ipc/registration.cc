@@ -10,6 +10,10 @@ std::string RegionName(const std::string& name) { return absl::StrCat("region '"
 
 Status CheckName(const std::string& name, const char* what) {
   if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " name is empty"));
+  if (name.size() > kMaxRegistrationNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " name '", ClientText(name), "' is longer than ",
+                                                   kMaxRegistrationNameBytes, " bytes: use a shorter name"));
+  }
   return absl::OkStatus();
 }
 
