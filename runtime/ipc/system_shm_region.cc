@@ -3,7 +3,10 @@
 #include <boost/interprocess/exceptions.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 
+#include <sys/xattr.h>
+
 #include <algorithm>
+#include <string_view>
 
 #include "runtime/common/client_text.h"
 #include "runtime/driver/cuda_driver.h"
@@ -12,8 +15,14 @@ namespace kjit::ipc {
 
 namespace bip = boost::interprocess;
 
-Status PeerMayOpenReadWrite(const PeerCredentials& peer, const struct stat& st, const std::string& what) {
+Status PeerMayOpenReadWrite(const PeerCredentials& peer, const struct stat& st, const std::string& what,
+                            bool has_acl) {
   if (peer.uid == 0) return absl::OkStatus();
+  if (has_acl && st.st_uid != peer.uid) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        what, " (owner uid ", st.st_uid, ") has a POSIX ACL, which kjitd does not evaluate: only its owner may "
+        "register it, and the client is uid ", peer.uid, "; register it as its owner or remove the ACL"));
+  }
   mode_t need;
   const char* as;
   if (st.st_uid == peer.uid) {
@@ -41,8 +50,13 @@ StatusOr<std::unique_ptr<SystemShmRegion>> SystemShmRegion::Open(const std::stri
                                                                   const std::string& room_what) {
   // POSIX names: one optional leading '/', then no other '/'.
   const std::string name = (!key.empty() && key[0] == '/') ? key.substr(1) : key;
-  if (name.empty() || name.find('/') != std::string::npos || name.size() > 250) {
-    return absl::InvalidArgumentError(absl::StrCat("shared memory key '", ClientText(key), "' is not a valid POSIX name"));
+  // shm_open takes a C string: a NUL byte would silently name another object.
+  if (name.empty() || name.size() > 250 || name.find_first_of(std::string_view("/\0", 2)) != std::string::npos ||
+      name == "." || name == "..") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shared memory key '", ClientText(key),
+        "' is not a valid POSIX name: an optional leading '/', then 1 to 250 bytes with no '/' and no NUL "
+        "byte, and not '.' or '..'"));
   }
   const std::string what = absl::StrCat("shared memory key '", ClientText(key), "'");
   if (byte_size == 0) return absl::InvalidArgumentError(absl::StrCat(what, ": byte_size is 0"));
@@ -54,7 +68,11 @@ StatusOr<std::unique_ptr<SystemShmRegion>> SystemShmRegion::Open(const std::stri
       return absl::InternalError(absl::StrCat(what, ": cannot stat the object"));
     }
     if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(what, " is not a shared memory object"));
-    if (as != nullptr) KJIT_RETURN_IF_ERROR(PeerMayOpenReadWrite(*as, st, what));
+    if (as != nullptr) {
+      // The size of the access ACL's extended attribute, or -1 (ENODATA) when there is none.
+      const bool has_acl = fgetxattr(shm.get_mapping_handle().handle, "system.posix_acl_access", nullptr, 0) > 0;
+      KJIT_RETURN_IF_ERROR(PeerMayOpenReadWrite(*as, st, what, has_acl));
+    }
     bip::offset_t real = 0;
     if (!shm.get_size(real) || real < 0) {
       return absl::InternalError(absl::StrCat(what, ": cannot read its size"));
@@ -70,7 +88,7 @@ StatusOr<std::unique_ptr<SystemShmRegion>> SystemShmRegion::Open(const std::stri
     bip::mapped_region map(shm, bip::read_write, static_cast<bip::offset_t>(offset),
                            static_cast<size_t>(byte_size));
     return std::unique_ptr<SystemShmRegion>(
-        new SystemShmRegion(key, offset, byte_size, std::move(map)));
+        new SystemShmRegion(key, offset, byte_size, st.st_dev, st.st_ino, std::move(map)));
   } catch (const bip::interprocess_exception& e) {
     if (e.get_error_code() == bip::not_found_error) {
       return absl::NotFoundError(absl::StrCat(what, " does not exist"));
@@ -85,6 +103,12 @@ StatusOr<std::unique_ptr<SystemShmRegion>> SystemShmRegion::Open(const std::stri
     }
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", e.what()));
   }
+}
+
+bool SystemShmRegion::SharesBytesWith(uint64_t bytes, const SystemShmRegion& other, uint64_t other_bytes) const {
+  if (dev_ != other.dev_ || ino_ != other.ino_) return false;
+  // Both windows lie inside one object, so neither end overflows.
+  return offset_ < other.offset_ + other_bytes && other.offset_ < offset_ + bytes;
 }
 
 }  // namespace kjit::ipc

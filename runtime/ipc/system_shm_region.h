@@ -28,8 +28,11 @@ struct PeerCredentials {
 // mode for reading and writing (the kernel's owner / group / other rule; uid 0 always may);
 // PERMISSION_DENIED naming `what` otherwise. The daemon opens objects with its own rights, so a
 // registration is allowed only when the client could have mapped the object itself: a client
-// cannot make the daemon read another user's memory for it.
-Status PeerMayOpenReadWrite(const PeerCredentials& peer, const struct stat& st, const std::string& what);
+// cannot make the daemon read another user's memory for it. An object with a POSIX access ACL
+// (`has_acl`) may be registered only by its owner (and root): its named entries can deny a user
+// what the mode bits allow, and kjitd does not evaluate ACLs.
+Status PeerMayOpenReadWrite(const PeerCredentials& peer, const struct stat& st, const std::string& what,
+                            bool has_acl = false);
 
 class SystemShmRegion {
  public:
@@ -48,14 +51,20 @@ class SystemShmRegion {
   uint64_t size() const { return byte_size_; }
   const std::string& key() const { return key_; }
   uint64_t offset() const { return offset_; }
+  // Whether [offset, offset + bytes) of this window and [other_offset, other_offset + other_bytes) of
+  // `other`'s are bytes of the same object (the same device and inode, whatever the keys: a key may
+  // be unlinked and another object created under it, or one object be registered under many names).
+  bool SharesBytesWith(uint64_t bytes, const SystemShmRegion& other, uint64_t other_bytes) const;
 
  private:
-  SystemShmRegion(std::string key, uint64_t offset, uint64_t byte_size,
+  SystemShmRegion(std::string key, uint64_t offset, uint64_t byte_size, dev_t dev, ino_t ino,
                   boost::interprocess::mapped_region map)
-      : key_(std::move(key)), offset_(offset), byte_size_(byte_size), map_(std::move(map)) {}
+      : key_(std::move(key)), offset_(offset), byte_size_(byte_size), dev_(dev), ino_(ino), map_(std::move(map)) {}
   std::string key_;
   uint64_t offset_;
   uint64_t byte_size_;
+  dev_t dev_;
+  ino_t ino_;
   boost::interprocess::mapped_region map_;
 };
 

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <limits>
 
@@ -58,6 +60,35 @@ TEST(SystemShmRegion, BoundsAndErrors) {
   EXPECT_EQ(code("", 0, 1), StatusCode::kInvalidArgument);
   EXPECT_EQ(code("/a/b", 0, 1), StatusCode::kInvalidArgument);
   EXPECT_EQ(code(obj.key() + "-gone", 0, 1), StatusCode::kNotFound);
+  // shm_open stops at a NUL byte: the key must not name the object before it.
+  EXPECT_EQ(code(obj.key() + std::string("\0x", 2), 0, 1), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(".", 0, 1), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("/..", 0, 1), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(std::string(251, 'k'), 0, 1), StatusCode::kInvalidArgument);
+  const Status dots = SystemShmRegion::Open("..", 0, 1).status();
+  EXPECT_NE(dots.message().find("not '.' or '..'"), std::string::npos) << dots;
+}
+
+TEST(Registration, NamesAreBounded) {
+  ShmObject obj(4096);
+  RegionRegistry reg;
+  const Registrant who;
+  const std::string longest(kMaxRegistrationNameBytes, 'n');
+  EXPECT_TRUE(RegisterSystemRegion(&reg, longest, obj.key(), 0, 64, who).ok());
+  const Status s = RegisterSystemRegion(&reg, longest + "n", obj.key(), 0, 64, who);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("longer than 256 bytes"), std::string::npos) << s;
+  EXPECT_LT(s.message().size(), 300u) << "the name is quoted shortened";
+  EXPECT_EQ(RegisterSystemRegion(&reg, "", obj.key(), 0, 64, who).code(), absl::StatusCode::kInvalidArgument);
+  // The name is checked before the handle or the device: no driver is needed to refuse it.
+  const auto no_device = [](int64_t) -> StatusOr<const driver::Context*> {
+    ADD_FAILURE() << "the device was resolved for a bad name";
+    return absl::InternalError("unreachable");
+  };
+  EXPECT_EQ(RegisterCudaRegion(&reg, longest + "n", std::string(64, '\0'), 0, 64, no_device, who).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RegisterEvent(&reg, longest + "n", std::string(64, '\0'), 0, no_device, who).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RegionRegistry, NamesAreUniqueAndUnregisterIsLenient) {
@@ -280,6 +311,40 @@ TEST(SystemShmRegion, OpenChecksThePeerOnTheOpenedObject) {
   EXPECT_TRUE(SystemShmRegion::Open(obj.key(), 0, 64, &me).ok());
   PeerCredentials other{getuid() == 65534 ? 65533u : 65534u, 65534, {}};  // mode 0600: no one else
   EXPECT_EQ(SystemShmRegion::Open(obj.key(), 0, 64, &other).status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+// An access ACL can deny a named user what the mode bits grant to "other": kjitd, which does not
+// evaluate ACLs, lets only the owner (and root) register such an object.
+TEST(SystemShmRegion, AnObjectWithAnAclIsForItsOwnerOnly) {
+  ShmObject obj(4096);
+  const std::string path = "/dev/shm" + obj.key();
+  ASSERT_EQ(chmod(path.c_str(), 0666), 0);
+  const uid_t denied = getuid() == 65534 ? 65533u : 65534u;
+  // struct posix_acl_xattr_header {u32 version = 2}, then {u16 tag, u16 perm, u32 id} entries:
+  // owner rw, user `denied` nothing, group rw, mask rw, other rw.
+  struct Entry {
+    uint16_t tag, perm;
+    uint32_t id;
+  };
+  const uint32_t version = 2;
+  const Entry entries[] = {{0x01, 6, ~0u}, {0x02, 0, denied}, {0x04, 6, ~0u}, {0x10, 6, ~0u}, {0x20, 6, ~0u}};
+  std::string acl(reinterpret_cast<const char*>(&version), sizeof(version));
+  acl.append(reinterpret_cast<const char*>(entries), sizeof(entries));
+  if (setxattr(path.c_str(), "system.posix_acl_access", acl.data(), acl.size(), 0) != 0) {
+    GTEST_SKIP() << "this file system takes no POSIX ACLs (" << std::strerror(errno) << ")";
+  }
+  PeerCredentials owner{getuid(), getgid(), {}}, other{denied, 65534, {}};
+  EXPECT_TRUE(SystemShmRegion::Open(obj.key(), 0, 64, &owner).ok());
+  const Status s = SystemShmRegion::Open(obj.key(), 0, 64, &other).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_NE(s.message().find("POSIX ACL"), std::string::npos) << s;
+  struct stat st{};
+  st.st_uid = 1000;
+  st.st_mode = S_IFREG | 0666;
+  EXPECT_EQ(PeerMayOpenReadWrite(PeerCredentials{1000, 1, {}}, st, "o", true).code(), absl::StatusCode::kOk);
+  EXPECT_EQ(PeerMayOpenReadWrite(PeerCredentials{1001, 1, {}}, st, "o", true).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(PeerMayOpenReadWrite(PeerCredentials{1001, 1, {}}, st, "o", false).code(), absl::StatusCode::kOk);
 }
 
 TEST(CudaIpc, HandleSizeIsCheckedBeforeTheDriver) {
