@@ -1,11 +1,14 @@
 #include "runtime/server/infer_decode.h"
 
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/common/client_text.h"
 #include "runtime/kernels/registry.h"
 
@@ -81,16 +84,35 @@ std::string Pack(const Repeated& values) {
   return out;
 }
 
-// Typed contents -> raw little-endian bytes of the tensor's datatype.
+// Typed contents -> raw little-endian bytes of the tensor's datatype. The count of values is checked
+// against the shape first, so that no copy is made of contents that do not fit it (a zero varint is
+// one byte on the wire and eight in an INT64 copy).
 StatusOr<std::string> ContentsBytes(const inference::ModelInferRequest::InferInputTensor& in) {
   const auto& c = in.contents();
   const std::string& dt = in.datatype();
-  if (dt == "BOOL") return Pack<uint8_t>(c.bool_contents());
-  if (dt == "UINT8") return Pack<uint8_t>(c.uint_contents());
-  if (dt == "INT32") return Pack<int32_t>(c.int_contents());
-  if (dt == "UINT32") return Pack<uint32_t>(c.uint_contents());
-  if (dt == "INT64") return Pack<int64_t>(c.int64_contents());
-  if (dt == "FP32") return Pack<float>(c.fp32_contents());
+  const auto packed = [&](const auto& values, auto type) -> StatusOr<std::string> {
+    uint64_t elements = 1;
+    for (const int64_t d : in.shape()) {
+      if (d < 0 || (d > 0 && elements > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d))) {
+        elements = std::numeric_limits<uint64_t>::max();  // no count of values matches
+        break;
+      }
+      elements *= static_cast<uint64_t>(d);
+    }
+    if (elements != static_cast<uint64_t>(values.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", ClientText(in.name()), "': ", values.size(),
+                                                     " typed contents values for shape [",
+                                                     absl::StrJoin(in.shape(), ","), "] of datatype ",
+                                                     ClientText(dt), "; send one value per element"));
+    }
+    return Pack<decltype(type)>(values);
+  };
+  if (dt == "BOOL") return packed(c.bool_contents(), uint8_t{});
+  if (dt == "UINT8") return packed(c.uint_contents(), uint8_t{});
+  if (dt == "INT32") return packed(c.int_contents(), int32_t{});
+  if (dt == "UINT32") return packed(c.uint_contents(), uint32_t{});
+  if (dt == "INT64") return packed(c.int64_contents(), int64_t{});
+  if (dt == "FP32") return packed(c.fp32_contents(), float{});
   return absl::InvalidArgumentError(absl::StrCat("tensor '", ClientText(in.name()), "': datatype ", ClientText(dt),
                                                  " cannot travel as typed contents; send it raw"));
 }

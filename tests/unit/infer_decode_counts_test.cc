@@ -1,11 +1,14 @@
 // The ModelInfer decoder against requests of more tensors than the model's schema: refused at once,
 // naming the repeated or unknown tensor, in time linear in the request (each output's shape scans
-// the inputs, so decoding 40k inputs and 40k outputs took seconds).
+// the inputs, so decoding 40k inputs and 40k outputs took seconds); typed contents whose count does
+// not fit the shape, refused before they are copied.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/server/infer_decode.h"
 #include "tests/e2e/infer_requests.h"
 
@@ -68,6 +71,45 @@ TEST(InferDecodeCounts, UnknownOutputNamesAreShownSafely) {
   EXPECT_EQ(std::string(s.message()).find('\x1b'), std::string::npos) << "raw control bytes in: " << s;
   EXPECT_NE(std::string(s.message()).find("unknown output of model 'mla_verify' (expected o, lse)"), std::string::npos)
       << s;
+}
+
+// kv_indices (INT64 [3]) as typed contents instead of its raw slot.
+Req WithTypedIndices(int values) {
+  Req r = ValidRequest();
+  r.mutable_raw_input_contents()->DeleteSubrange(5, 1);
+  for (int i = 0; i < values; ++i) r.mutable_inputs(5)->mutable_contents()->add_int64_contents(i + 1);
+  return r;
+}
+
+TEST(InferDecodeCounts, TypedContentsMustFitTheShapeBeforeTheyAreCopied) {
+  DecodedInfer out;
+  ASSERT_TRUE(DecodeInferRequest(WithTypedIndices(3), &out).ok());
+  const auto& t = out.request.inputs[5];
+  ASSERT_EQ(t.desc.byte_size, 24u);
+  int64_t v[3];
+  std::memcpy(v, t.host, sizeof(v));
+  EXPECT_EQ(v[0], 1);
+  EXPECT_EQ(v[2], 3);
+  // A million zeros take about a megabyte on the wire and eight in a copy: refused, none made.
+  for (const int n : {2, 4, 1000000}) {
+    const Req r = WithTypedIndices(n);
+    DecodedInfer bad;
+    const auto t0 = Clock::now();
+    const Status s = DecodeInferRequest(r, &bad);
+    const Clock::duration took = Clock::now() - t0;
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << n;
+    EXPECT_NE(std::string(s.message()).find(absl::StrCat("tensor 'kv_indices': ", n,
+                                                         " typed contents values for shape [3] of datatype INT64")),
+              std::string::npos)
+        << s;
+    EXPECT_TRUE(bad.owned.empty()) << "a copy was made of contents that do not fit";
+    EXPECT_LT(took, std::chrono::seconds(1));
+  }
+  Req huge = WithTypedIndices(1);  // a shape whose element count overflows: no count fits it
+  huge.mutable_inputs(5)->clear_shape();
+  for (int i = 0; i < 4; ++i) huge.mutable_inputs(5)->add_shape(int64_t{1} << 20);
+  DecodedInfer bad;
+  EXPECT_EQ(DecodeInferRequest(huge, &bad).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(InferDecodeCounts, AsManyTensorsAsTheSchemaStillDecode) {
