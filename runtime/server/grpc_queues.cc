@@ -77,7 +77,8 @@ class UnaryCall final : public Call {
       // exceptions into statuses).
       bool may_wait = false;
       try {
-        may_wait = (service_->*kMayWait)(request_);
+        // The token first: a request without it is answered at once, not parsed (Handle says why).
+        may_wait = service_->CheckToken(ctx_).ok() && (service_->*kMayWait)(request_);
       } catch (const std::exception&) {
       }
       if (may_wait && Offloaded().TryAcquire()) {
