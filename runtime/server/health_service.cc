@@ -46,6 +46,11 @@ grpc::Status HealthService::Watch(grpc::ServerContext* ctx, const grpc::health::
                                   grpc::ServerWriter<HealthCheckResponse>* writer) {
   const bool known = KnownService(req->service());
   std::unique_lock<std::mutex> lock(mu_);
+  if (watches_ >= kMaxWatches) {
+    return ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
+        "kjitd serves at most ", kMaxWatches, " health Watch streams at once: end one, or poll with Check")));
+  }
+  ++watches_;
   uint64_t sent = version_ - 1;  // anything but version_: the first status always goes out
   while (!shutdown_ && !ctx->IsCancelled()) {
     if (sent != version_) {
@@ -62,6 +67,7 @@ grpc::Status HealthService::Watch(grpc::ServerContext* ctx, const grpc::health::
     // A cancelled client wakes nobody: look again every 100 ms.
     changed_.wait_for(lock, std::chrono::milliseconds(100));
   }
+  --watches_;
   if (shutdown_) return ToGrpc(absl::UnavailableError("kjitd is stopping"));
   return grpc::Status::OK;
 }

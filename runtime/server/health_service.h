@@ -23,9 +23,12 @@ class HealthService final : public grpc::health::v1::Health::Service {
   grpc::Status Check(grpc::ServerContext* ctx, const grpc::health::v1::HealthCheckRequest* req,
                      grpc::health::v1::HealthCheckResponse* resp) override;
   // Sends the current status, then every change, until the client cancels or the daemon stops.
-  // An unknown name reports SERVICE_UNKNOWN (and never changes).
+  // An unknown name reports SERVICE_UNKNOWN (and never changes). Each Watch holds a thread, and the
+  // health service answers without a token, so at most kMaxWatches run at once: RESOURCE_EXHAUSTED
+  // past that.
   grpc::Status Watch(grpc::ServerContext* ctx, const grpc::health::v1::HealthCheckRequest* req,
                      grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>* writer) override;
+  static constexpr int kMaxWatches = 64;
 
  private:
   std::mutex mu_;
@@ -33,6 +36,7 @@ class HealthService final : public grpc::health::v1::Health::Service {
   bool serving_ = false;
   bool shutdown_ = false;
   uint64_t version_ = 0;  // bumped on every change
+  int watches_ = 0;       // Watch calls running
 };
 
 }  // namespace kjit::server

@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
 #include "health/v1/health.grpc.pb.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "tests/e2e/daemon_fixture.h"
@@ -25,6 +30,57 @@ TEST_F(MetadataTest, HealthServingLiveReady) {
   ASSERT_TRUE(stub_->ServerReady(&c3, {}, &ready).ok());
   EXPECT_TRUE(live.live());
   EXPECT_TRUE(ready.ready());
+}
+
+// Each Watch holds a thread of the daemon and needs no token: a client cannot open them without
+// bound. Past the cap the next is refused with a message, and an ended one frees its place.
+TEST_F(MetadataTest, WatchStreamsAreCapped) {
+  using grpc::health::v1::HealthCheckResponse;
+  auto health = grpc::health::v1::Health::NewStub(daemon_->Channel());
+  constexpr int kCap = 64;  // HealthService::kMaxWatches
+  struct Stream {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<HealthCheckResponse>> reader;
+  };
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int i = 0; i < kCap; ++i) {
+    streams.push_back(std::make_unique<Stream>());
+    streams.back()->reader = health->Watch(&streams.back()->ctx, {});
+    HealthCheckResponse r;
+    ASSERT_TRUE(streams.back()->reader->Read(&r)) << "stream " << i;
+    EXPECT_EQ(r.status(), HealthCheckResponse::SERVING);
+  }
+  const auto watch_status = [&] {
+    Stream extra;
+    extra.ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    extra.reader = health->Watch(&extra.ctx, {});
+    HealthCheckResponse r;
+    if (extra.reader->Read(&r)) {
+      extra.ctx.TryCancel();
+      extra.reader->Finish();
+      return grpc::Status::OK;
+    }
+    return extra.reader->Finish();
+  };
+  const grpc::Status over = watch_status();
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << over.error_message();
+  EXPECT_NE(over.error_message().find("at most 64 health Watch streams"), std::string::npos) << over.error_message();
+  grpc::ClientContext check;
+  HealthCheckResponse h;
+  EXPECT_TRUE(health->Check(&check, {}, &h).ok()) << "Check is not capped";
+  streams.back()->ctx.TryCancel();  // the daemon sees it within 100 ms
+  streams.back()->reader->Finish();
+  streams.pop_back();
+  grpc::Status again = watch_status();
+  for (int i = 0; i < 50 && again.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    again = watch_status();
+  }
+  EXPECT_TRUE(again.ok()) << again.error_message();
+  for (auto& s : streams) {
+    s->ctx.TryCancel();
+    s->reader->Finish();
+  }
 }
 
 TEST_F(MetadataTest, ServerMetadataAdvertisesImplementedExtensions) {
