@@ -20,13 +20,15 @@ namespace kjit::server {
 class RingPoller {
  public:
   RingPoller(std::shared_ptr<const ipc::Region> region, uint32_t capacity, uint64_t max_message,
-             const ipc::RegionRegistry* regions, const InferHandler* handler, std::chrono::microseconds spin)
+             const ipc::RegionRegistry* regions, const InferHandler* handler, std::chrono::microseconds spin,
+             std::timed_mutex* large_request)
       : region_(std::move(region)),
         capacity_(capacity),
         max_message_(max_message),
         regions_(regions),
         handler_(handler),
-        spin_(spin) {
+        spin_(spin),
+        large_request_(large_request) {
     thread_ = std::thread([this] { Run(); });
   }
   ~RingPoller() {
@@ -36,6 +38,7 @@ class RingPoller {
   }
   bool finished() const { return finished_; }
   const ipc::Region* region() const { return region_.get(); }
+  uint32_t capacity() const { return capacity_; }
   // Whether the registry still holds this ring's region, as its registrant sees it.
   bool StillRegistered() const {
     auto current = regions_->FindRegion(region_->name, scope_);
@@ -66,6 +69,15 @@ class RingPoller {
                                                        max_message_,
                                                        " (--max-request-bytes); put tensors in shared memory regions"));
     } else {
+      // One large request (tensors inline) at a time over all rings, until it is answered: its copy
+      // and its parse take several times its bytes (an INT64 zero is one byte on the wire and eight
+      // parsed), and a client with many rings could otherwise have all of them in memory at once.
+      std::unique_lock<std::timed_mutex> gate(*large_request_, std::defer_lock);
+      if (n > RequestCache::kKeepBytes) {
+        while (!gate.try_lock_for(std::chrono::milliseconds(50))) {
+          if (stop_) return absl::CancelledError("the ring was closed while its request waited for another ring's");
+        }
+      }
       // As on the gRPC path (grpc_queues.cc), no exception leaves this thread: it would end the
       // process. Out of memory is the client's RESOURCE_EXHAUSTED, anything else INTERNAL.
       try {
@@ -170,6 +182,7 @@ class RingPoller {
   const ipc::RegionRegistry* regions_;
   const InferHandler* handler_;
   std::chrono::microseconds spin_;
+  std::timed_mutex* large_request_;  // the table's: held while a large request is copied, parsed and run
   // The registry's RemovalCount when the region was last looked up; none yet, so the first pass
   // looks it up (it may have gone between Open and this thread's start).
   uint64_t seen_removals_ = ~uint64_t{0};
@@ -223,14 +236,25 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const ipc::Scope& se
   // Still, a poller held up by a slow request keeps its thread: at twice the limit nothing opens.
   size_t live = 0;
   for (const auto& [ring_name, poller] : rings_) {
-    live += poller->StillRegistered() ? 1 : 0;
+    if (!poller->StillRegistered()) continue;
+    ++live;
+    // One poller per ring's memory: the same bytes registered under other names would each get a
+    // poller that copies and decodes every request the client writes there.
+    if (region->system->SharesBytesWith(ipc::RingBytes(h.capacity), *poller->region()->system,
+                                        ipc::RingBytes(poller->capacity()))) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "region '", ClientText(name), "' shares its memory with a launch ring already open (the same shared "
+          "memory object, overlapping bytes, under another region name): a ring's memory has one poller; close "
+          "that ring first or give this one memory of its own"));
+    }
   }
   if (live >= max_rings_ || rings_.size() >= 2 * max_rings_) {
     return absl::ResourceExhaustedError(absl::StrCat("kjitd serves ", max_rings_,
                                                      " launch rings, its limit (--max-rings): close one first"));
   }
   rings_[name] =
-      std::make_unique<RingPoller>(std::move(region), h.capacity, max_message_, regions_, &handler_, spin_);
+      std::make_unique<RingPoller>(std::move(region), h.capacity, max_message_, regions_, &handler_, spin_,
+                                   &large_request_);
   return h.capacity;
 }
 

@@ -44,7 +44,8 @@ class RingTable {
   // Starts a poller on the named region, as `session` sees it. NOT_FOUND for an unknown region;
   // INVALID_ARGUMENT when it is CUDA memory or does not hold a valid ring header
   // (ipc::RingClient::Create writes one) of a capacity that fits it (at most 2^31 bytes); ALREADY_EXISTS when the region
-  // is a ring already; RESOURCE_EXHAUSTED at the cap. Returns the capacity.
+  // is a ring already, or its ring's bytes are another open ring's (the same object under another
+  // name); RESOURCE_EXHAUSTED at the cap. Returns the capacity.
   StatusOr<uint32_t> Open(const std::string& region, const ipc::Scope& session);
   // Stops the poller of the region `session` sees (waits for the request it is serving); an
   // unknown or unseen name is OK.
@@ -61,6 +62,8 @@ class RingTable {
   size_t max_rings_ = kDefaultMaxRings;
   uint64_t max_message_ = uint64_t{128} << 20;
   std::mutex mu_;
+  // Held by the poller serving a request larger than RequestCache::kKeepBytes: one at a time.
+  std::timed_mutex large_request_;
   std::map<std::string, std::unique_ptr<RingPoller>> rings_;
   void PruneLocked();  // drops pollers that stopped by themselves (region gone)
 };
