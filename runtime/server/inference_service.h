@@ -26,7 +26,8 @@ class InferenceService final : public InferenceServiceBase {
   grpc::Status InferBytes(const grpc::ServerContext& ctx, const grpc::ByteBuffer& req, grpc::ByteBuffer* resp);
   // Whether the request is a synchronous launch with a kjit_wait_event: its call may wait up to
   // --launch-timeout-ms for the event, so grpc_queues.cc answers it on a thread of its own. Cheap
-  // for every other request (a scan of its bytes for the parameter's name).
+  // for every other request (a scan of its bytes for the parameter's name). Never for a request of
+  // more than RequestCache::kKeepBytes (tensors inline), which its queue's thread answers.
   bool InferMayWait(const grpc::ByteBuffer& req) const;
   // token.h's check with the daemon's token, for the asynchronous methods (grpc_queues.cc).
   grpc::Status CheckToken(const grpc::ServerContext& ctx) const;

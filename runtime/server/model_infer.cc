@@ -43,6 +43,10 @@ Status InferenceService::Infer(const inference::ModelInferRequest& req, const ip
 
 bool InferenceService::InferMayWait(const grpc::ByteBuffer& req) const {
   static constexpr std::string_view kWait = "kjit_wait_event";
+  // A large request (tensors inline) is answered on the queue's thread, which parses one at a time:
+  // each offloaded call holds its request and its parse, several times its bytes, for as long as
+  // its wait lasts, and 64 of them could hold 64.
+  if (req.Length() > RequestCache::kKeepBytes) return false;
   std::vector<grpc::Slice> slices;
   if (!req.Dump(&slices).ok()) return false;
   auto view = [](const grpc::Slice& s) { return std::string_view(reinterpret_cast<const char*>(s.begin()), s.size()); };

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/server/inference_service.h"
+#include "runtime/server/request_cache.h"
 
 namespace kjit::server {
 namespace {
@@ -39,6 +40,18 @@ TEST(InferMayWait, OnlyASynchronousLaunchWithAWaitEvent) {
     EXPECT_FALSE(service.InferMayWait(Sliced(Request("", nullptr), piece)));  // an empty name waits for nothing
     EXPECT_TRUE(service.InferMayWait(Sliced(Request("ready", "", 4096), piece)));
   }
+}
+
+// Tensors inline: the queue's thread answers the request, so that offloaded calls never hold many
+// large parses at once.
+TEST(InferMayWait, NotForALargeRequest) {
+  const InferenceService service(nullptr);
+  const std::string fits = Request("ready", nullptr, RequestCache::kKeepBytes - 64);
+  ASSERT_LE(fits.size(), RequestCache::kKeepBytes);
+  EXPECT_TRUE(service.InferMayWait(Sliced(fits, 1 << 16)));
+  const std::string large = Request("ready", nullptr, RequestCache::kKeepBytes);
+  ASSERT_GT(large.size(), RequestCache::kKeepBytes);
+  EXPECT_FALSE(service.InferMayWait(Sliced(large, 1 << 16)));
 }
 
 TEST(InferMayWait, FindsTheNameAcrossEverySeam) {
