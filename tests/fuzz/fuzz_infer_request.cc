@@ -31,6 +31,7 @@ struct World {
       region->system = *std::move(mapped);
       (void)regions.AddRegion(std::move(region));
     }
+    shm.Unlink();  // mapped: the name is not needed again
   }
 };
 

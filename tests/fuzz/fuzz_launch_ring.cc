@@ -28,6 +28,7 @@ struct World {
     if (!mapped.ok()) __builtin_trap();
     region->system = *std::move(mapped);
     if (!regions.AddRegion(std::move(region)).ok()) __builtin_trap();
+    shm.Unlink();  // mapped: the name is not needed again
     rings.SetSpin(std::chrono::microseconds(0));
     // A handler that answers from the parsed request: an error for an empty model name, else an
     // echo of its id as the response.

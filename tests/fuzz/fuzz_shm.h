@@ -1,4 +1,6 @@
-// A POSIX shared memory object the fuzz harnesses own (created at start, unlinked at exit).
+// A POSIX shared memory object the fuzz harnesses own: created at start, unlinked as soon as the
+// harness has opened what it needs (Unlink; libFuzzer exits without running the destructors of the
+// harnesses' static worlds, which left one object in /dev/shm per run), and unmapped at exit.
 #pragma once
 
 #include <fcntl.h>
@@ -24,7 +26,13 @@ class ShmObject {
   }
   ~ShmObject() {
     munmap(data_, size_);
+    Unlink();
+  }
+  // The name goes; the mappings (this one, and those opened by key before) stay.
+  void Unlink() {
+    if (!linked_) return;
     shm_unlink(key_.c_str());
+    linked_ = false;
   }
   const std::string& key() const { return key_; }
   uint8_t* data() const { return data_; }
@@ -35,6 +43,7 @@ class ShmObject {
   std::string key_;
   size_t size_;
   uint8_t* data_ = nullptr;
+  bool linked_ = true;
 };
 
 }  // namespace kjit::fuzz
