@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/common/client_text.h"
 
 namespace kjit::kernels {
@@ -65,6 +66,23 @@ size_t DatatypeSize(std::string_view dt) {
   if (dt == "UINT32" || dt == "INT32" || dt == "FP32") return 4;
   if (dt == "UINT64" || dt == "INT64" || dt == "FP64") return 8;
   return 0;
+}
+
+std::optional<uint64_t> ShapeElements(std::span<const int64_t> shape) {
+  uint64_t elems = 1;
+  for (const int64_t d : shape) {
+    if (d < 0 || (d != 0 && elems > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d))) {
+      return std::nullopt;
+    }
+    elems *= static_cast<uint64_t>(d);
+  }
+  return elems;
+}
+
+std::string ShapeText(std::span<const int64_t> shape) {
+  constexpr size_t kShown = 8;
+  if (shape.size() <= kShown) return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+  return absl::StrCat("[", absl::StrJoin(shape.first(kShown), ","), ",...] (rank ", shape.size(), ")");
 }
 
 bool IsReservedParameter(std::string_view name) {

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,6 +31,11 @@ namespace kjit::kernels {
 
 // Datatype names of the inference protocol and their element sizes (0 for BYTES and unknowns).
 size_t DatatypeSize(std::string_view datatype);
+
+// The number of elements of a shape: nullopt for a negative dimension or a count past 2^64 - 1.
+std::optional<uint64_t> ShapeElements(std::span<const int64_t> shape);
+// A client's shape for a message, bounded: a rank in the thousands is shown as its first dimensions.
+std::string ShapeText(std::span<const int64_t> shape);
 
 // One tensor of a request as the transport describes it. byte_size is the exact number of bytes
 // supplied (inputs) or the capacity (outputs). strides (in elements) are given only by callers that

@@ -2,13 +2,11 @@
 
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "runtime/common/client_text.h"
 #include "runtime/kernels/registry.h"
 
@@ -90,20 +88,12 @@ std::string Pack(const Repeated& values) {
 StatusOr<std::string> ContentsBytes(const inference::ModelInferRequest::InferInputTensor& in) {
   const auto& c = in.contents();
   const std::string& dt = in.datatype();
+  const std::span<const int64_t> shape(in.shape().data(), static_cast<size_t>(in.shape().size()));
   const auto packed = [&](const auto& values, auto type) -> StatusOr<std::string> {
-    uint64_t elements = 1;
-    for (const int64_t d : in.shape()) {
-      if (d < 0 || (d > 0 && elements > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d))) {
-        elements = std::numeric_limits<uint64_t>::max();  // no count of values matches
-        break;
-      }
-      elements *= static_cast<uint64_t>(d);
-    }
-    if (elements != static_cast<uint64_t>(values.size())) {
+    if (kernels::ShapeElements(shape) != static_cast<uint64_t>(values.size())) {
       return absl::InvalidArgumentError(absl::StrCat("tensor '", ClientText(in.name()), "': ", values.size(),
-                                                     " typed contents values for shape [",
-                                                     absl::StrJoin(in.shape(), ","), "] of datatype ",
-                                                     ClientText(dt), "; send one value per element"));
+                                                     " typed contents values for shape ", kernels::ShapeText(shape),
+                                                     " of datatype ", ClientText(dt), "; send one value per element"));
     }
     return Pack<decltype(type)>(values);
   };

@@ -110,6 +110,13 @@ TEST(InferDecodeCounts, TypedContentsMustFitTheShapeBeforeTheyAreCopied) {
   for (int i = 0; i < 4; ++i) huge.mutable_inputs(5)->add_shape(int64_t{1} << 20);
   DecodedInfer bad;
   EXPECT_EQ(DecodeInferRequest(huge, &bad).code(), absl::StatusCode::kInvalidArgument);
+  Req ranked = WithTypedIndices(2);  // a shape of rank 100000 (one element): the message shows its first dimensions
+  ranked.mutable_inputs(5)->clear_shape();
+  for (int i = 0; i < 100000; ++i) ranked.mutable_inputs(5)->add_shape(1);
+  DecodedInfer bad_rank;
+  const Status s = DecodeInferRequest(ranked, &bad_rank);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_LT(s.message().size(), 300u) << s.message().substr(0, 300);
 }
 
 TEST(InferDecodeCounts, AsManyTensorsAsTheSchemaStillDecode) {

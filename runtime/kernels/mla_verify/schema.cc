@@ -1,5 +1,6 @@
 #include "runtime/kernels/mla_verify/schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -11,13 +12,6 @@ namespace {
 
 Status Bad(const std::string& tensor, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("tensor '", tensor, "': ", what));
-}
-
-// A client's shape, bounded: a rank in the thousands is shown as its first dimensions.
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  constexpr size_t kShown = 8;
-  if (shape.size() <= kShown) return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
-  return absl::StrCat("[", absl::StrJoin(shape.begin(), shape.begin() + kShown, ","), ",...] (rank ", shape.size(), ")");
 }
 
 // Checks the datatype and rank the schema gives, non-negative dims, and bytes == elements * size
@@ -33,14 +27,13 @@ Status CheckTensor(const TensorDesc& t, const TensorSchema& schema, bool exact) 
   if (t.shape.size() != rank) {
     return Bad(t.name, absl::StrCat("shape ", ShapeText(t.shape), " must have rank ", rank));
   }
-  uint64_t elems = 1;
-  for (int64_t d : t.shape) {
-    if (d < 0) return Bad(t.name, absl::StrCat("negative dimension in ", ShapeText(t.shape)));
-    if (d != 0 && elems > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d)) {
-      return Bad(t.name, absl::StrCat("shape ", ShapeText(t.shape), " overflows"));
-    }
-    elems *= static_cast<uint64_t>(d);
+  const std::optional<uint64_t> count = ShapeElements(t.shape);
+  if (!count) {
+    const bool negative = std::any_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d < 0; });
+    return Bad(t.name, negative ? absl::StrCat("negative dimension in ", ShapeText(t.shape))
+                                : absl::StrCat("shape ", ShapeText(t.shape), " overflows"));
   }
+  const uint64_t elems = *count;
   const uint64_t elem_size = DatatypeSize(t.datatype);
   if (elems > std::numeric_limits<uint64_t>::max() / elem_size) {
     return Bad(t.name, absl::StrCat("shape ", ShapeText(t.shape), " overflows"));
