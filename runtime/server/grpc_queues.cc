@@ -72,13 +72,14 @@ class UnaryCall final : public Call {
     }
     new UnaryCall(service_, cq_);
     answered_ = true;  // before the answer: its completion comes back here and deletes the call
+    // The token first, once: a request without it is answered at once, not parsed (nor offloaded).
+    const grpc::Status token = Guarded([this] { return service_->CheckToken(ctx_); });
     if constexpr (!std::is_same_v<decltype(kMayWait), std::nullptr_t>) {
-      // Out of memory or threads, the call is answered here as any other (Handle turns the
+      // Out of memory or threads, the call is answered here as any other (Guarded turns the
       // exceptions into statuses).
       bool may_wait = false;
       try {
-        // The token first: a request without it is answered at once, not parsed (Handle says why).
-        may_wait = service_->CheckToken(ctx_).ok() && (service_->*kMayWait)(request_);
+        may_wait = token.ok() && (service_->*kMayWait)(request_);
       } catch (const std::exception&) {
       }
       if (may_wait && Offloaded().TryAcquire()) {
@@ -94,29 +95,29 @@ class UnaryCall final : public Call {
         }
       }
     }
-    const grpc::Status status = Handle();
+    const grpc::Status status = token.ok() ? Handle() : token;  // what every synchronous handler checks first too
     responder_.Finish(response_, status, this);
   }
 
  private:
-  grpc::Status Handle() {
-    grpc::Status status;
-    // An exception must not leave this thread (it would end the process): out of memory is the
-    // client's RESOURCE_EXHAUSTED, anything else INTERNAL, and the daemon keeps serving.
+  grpc::Status Handle() { return Guarded([this] { return (service_->*kHandle)(ctx_, request_, &response_); }); }
+
+  // f's status. An exception must not leave this thread (it would end the process): out of memory
+  // is the client's RESOURCE_EXHAUSTED, anything else INTERNAL, and the daemon keeps serving.
+  template <typename F>
+  grpc::Status Guarded(F f) {
     try {
-      status = service_->CheckToken(ctx_);  // what every synchronous handler checks first too
-      if (status.ok()) status = (service_->*kHandle)(ctx_, request_, &response_);
+      return f();
     } catch (const std::bad_alloc&) {
       response_ = Response();
-      status = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                            "kjitd is out of memory (or address space) for this request; retry later or send less");
       LogRateLimited(LogLevel::kWarn, "out-of-memory", "a request failed: kjitd is out of memory");
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "kjitd is out of memory (or address space) for this request; retry later or send less");
     } catch (const std::exception& e) {
       response_ = Response();
-      status = grpc::Status(grpc::StatusCode::INTERNAL, "kjitd failed on this request; see its log");
       LogRateLimited(LogLevel::kError, "exception", absl::StrCat("a request failed: ", e.what()));
+      return grpc::Status(grpc::StatusCode::INTERNAL, "kjitd failed on this request; see its log");
     }
-    return status;
   }
 
   InferenceService* service_;
