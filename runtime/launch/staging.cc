@@ -23,9 +23,25 @@ StatusOr<CUdeviceptr> DeviceStaging::Grow(std::optional<driver::DeviceBuffer>* b
 }
 
 void DeviceStaging::Trim() {
+  // Asked of the driver only where a buffer is oversized: a launch's common case costs no call.
+  std::optional<bool> drained;
+  auto stream_drained = [&] {
+    if (!drained) {
+      const StatusOr<const driver::Api*> api = driver::Get();
+      drained = api.ok() && (*api)->cuStreamQuery(stream_) == CUDA_SUCCESS;
+    }
+    return *drained;
+  };
   for (std::optional<driver::DeviceBuffer>* buf : {&workspace_, &staging_}) {
-    if (*buf && (*buf)->size() > kKeepBytes && (*buf)->stream_ordered()) buf->reset();
+    if (*buf && (*buf)->size() > kKeepBytes && ((*buf)->stream_ordered() || stream_drained())) buf->reset();
   }
+  if (pinned_ && pinned_->size() > kKeepBytes && stream_drained()) pinned_.reset();
+}
+
+size_t DeviceStaging::held_bytes() const {
+  size_t n = pinned_ ? pinned_->size() : 0;
+  for (const std::optional<driver::DeviceBuffer>* buf : {&workspace_, &staging_}) n += *buf ? (*buf)->size() : 0;
+  return n;
 }
 
 StatusOr<uint8_t*> DeviceStaging::GrowPinned(std::optional<driver::PinnedHostBuffer>* buf, size_t bytes,

@@ -26,13 +26,19 @@ class DeviceStaging {
   StatusOr<CUdeviceptr> Staging(size_t bytes) { return Grow(&staging_, bytes); }
   // After a launch: frees a workspace or device staging buffer of more than kKeepBytes (in stream
   // order, after the work queued before it), so that one very large request does not hold GPU
-  // memory that the inference process next to kjitd needs. Buffers from a device without memory
-  // pools are kept (freeing them would wait for the stream, which may wait for a client's event).
+  // memory that the inference process next to kjitd needs, and page-locked host staging of more
+  // than kKeepBytes, so that it does not hold the host's. Page-locked staging, and buffers from a
+  // device without memory pools, go only once the stream has drained: freeing them waits for the
+  // GPU, and the stream may be waiting for a client's event (an asynchronous launch in flight, or a
+  // synchronous one abandoned at its deadline, whose copies still use the bytes). Such a buffer
+  // goes after a later launch that finds the stream drained.
   static constexpr size_t kKeepBytes = size_t{512} << 20;
   void Trim();
+  // What Workspace, Staging and Pinned hold now (bytes), for tests and the curious.
+  size_t held_bytes() const;
 
-  // Page-locked host staging of at least `bytes` (grown, never shrunk; contents not kept): the host
-  // side of truly asynchronous copies. Every copy queued from or into it must have finished (its
+  // Page-locked host staging of at least `bytes` (grown; Trim shrinks it; contents not kept): the
+  // host side of truly asynchronous copies. Every copy queued from or into it must have finished (its
   // stream synchronized) before the device's mutex is released: the next launch reuses the bytes,
   // and growing frees the old ones without waiting for any stream.
   StatusOr<uint8_t*> Pinned(size_t bytes) { return GrowPinned(&pinned_, bytes); }
