@@ -2,6 +2,8 @@
 // bandwidth (bytes read + written per second) and the register-only mma.sync.m16n8k16 bf16 rate.
 #pragma once
 
+#include <functional>
+
 #include "runtime/common/status.h"
 #include "runtime/driver/cuda_driver.h"
 #include "runtime/kernels/catalog.h"
@@ -22,6 +24,10 @@ StatusOr<Ceilings> MeasureCeilings(const kernels::KernelTable& kernels, const dr
 // The SM clock (Hz) now: the median over one CTA per SM of clock64 cycles per %globaltimer ns,
 // counted over 200 us.
 StatusOr<double> MeasureSmClockHz(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev, CUstream stream);
+
+// The launch part of a call's cost: `launch(i)` enqueues two kernels of one CTA that do no work, in
+// place of the split kernel and the combine (kernel_bench times it as it times every row).
+StatusOr<std::function<Status(int)>> EmptyCallLauncher(const kernels::KernelTable& kernels, CUstream stream);
 
 // Median of `reps` timings (ms) of `enqueue` on `stream`, each between its own pair of events.
 template <typename F>
