@@ -73,17 +73,18 @@ StatusOr<double> MeasureSmClockHz(const kernels::KernelTable& kernels, const dri
   return hz[hz.size() / 2];
 }
 
-StatusOr<std::function<Status(int)>> EmptyCallLauncher(const kernels::KernelTable& kernels, CUstream stream) {
+StatusOr<std::function<Status(int)>> EmptyCallLauncher(const kernels::KernelTable& kernels, CUstream stream,
+                                                       int count) {
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   KJIT_ASSIGN_OR_RETURN(CUfunction f, kernels.Function("bench", "mma_peak", "kjit::bench::ClockProbe"));
   // ClockProbe with no time to spin: one read of each clock and two stores.
   KJIT_ASSIGN_OR_RETURN(driver::DeviceBuffer buf, driver::DeviceBuffer::Alloc(16));
   auto out = std::make_shared<driver::DeviceBuffer>(std::move(buf));
-  return std::function<Status(int)>([api, f, stream, out](int) -> Status {
+  return std::function<Status(int)>([api, f, stream, out, count](int) -> Status {
     unsigned long long spin_ns = 0;
     CUdeviceptr dst = out->get();
     void* args[] = {&spin_ns, &dst};
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < count; ++k) {
       KJIT_RETURN_IF_ERROR(driver::Check(api->cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, args, nullptr),
                                          "empty kernel launch"));
     }

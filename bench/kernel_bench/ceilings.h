@@ -25,9 +25,9 @@ StatusOr<Ceilings> MeasureCeilings(const kernels::KernelTable& kernels, const dr
 // counted over 200 us.
 StatusOr<double> MeasureSmClockHz(const kernels::KernelTable& kernels, const driver::DeviceInfo& dev, CUstream stream);
 
-// The launch part of a call's cost: `launch(i)` enqueues two kernels of one CTA that do no work, in
-// place of the split kernel and the combine (kernel_bench times it as it times every row).
-StatusOr<std::function<Status(int)>> EmptyCallLauncher(const kernels::KernelTable& kernels, CUstream stream);
+// The launch part of a call's cost: `launch(i)` enqueues `count` kernels of one CTA that do no work
+// (two in place of the split kernel and the combine; kernel_bench times it as it times every row).
+StatusOr<std::function<Status(int)>> EmptyCallLauncher(const kernels::KernelTable& kernels, CUstream stream, int count);
 
 // Median of `reps` timings (ms) of `enqueue` on `stream`, each between its own pair of events.
 template <typename F>

@@ -9,8 +9,8 @@
 //   graph   one launch replayed from a captured CUDA graph, events around each replay;
 //   graph xN  N launches captured in one graph (as the layers of SGLang's decode step are), the
 //           replay's time / N: the per-call cost with the graph's own launch latency spread out.
-// The header also gives a launch floor: the same three timings of a call of two one-CTA kernels that do
-// no work, what no kernel change can take off a row.
+// The header also gives a launch floor: the same three timings of a call of one, and of two, one-CTA
+// kernels that do no work, what no kernel change can take off a row.
 // Sanity-checks small cases against the float64 reference first (not with --define or --timeline).
 // --tile forces the split kernel's tile (32x16: the 99 KB mma.sync tile of sm_80/sm_89; 32x32:
 // sm_120's 99 KB tile with Q in registers (its fp8 variant streams the cache's bytes and converts
@@ -248,14 +248,15 @@ Status Run(Options opt) {
       "memory%s. graph xN: %d calls per graph.\n\n",
       dev.name, dev.arch, dev.sm_count, hz / 1e6, bench.ceil.copy_bytes_per_s / 1e12, bench.ceil.mma_flops_per_s / 1e12,
       tile.rows, tile.kv_tile, tile.threads, tile.smem_bytes, forced_tile > 0 ? " (forced)" : "", opt.graph_calls);
-  {
-    KJIT_ASSIGN_OR_RETURN(std::function<Status(int)> empty, EmptyCallLauncher(*table, stream.get()));
+  md += "Launch floor: a call of one-CTA kernels that do no work, timed as the rows are:";
+  for (int count : {1, 2}) {
+    KJIT_ASSIGN_OR_RETURN(std::function<Status(int)> empty, EmptyCallLauncher(*table, stream.get(), count));
     KJIT_ASSIGN_OR_RETURN(const Timed floor, TimeLaunch(opt, stream.get(), 1, empty));
-    md += absl::StrFormat(
-        "Launch floor: a call of two one-CTA kernels that do no work, in place of the split kernel and the "
-        "combine, timed as the rows are: eager %.1f us, graph %.1f us, graph xN %.1f us/call.\n\n",
-        floor.eager_us, floor.graph_us, floor.graph_n_us);
+    md += absl::StrFormat("%s %s: eager %.1f us, graph %.1f us, graph xN %.1f us/call", count == 1 ? "" : ";",
+                          count == 1 ? "one kernel" : "two (the split kernel's and the combine's place)",
+                          floor.eager_us, floor.graph_us, floor.graph_n_us);
   }
+  md += ".\n\n";
   if (bench.proxy) md += bench.proxy->Preamble();
   md += "| shape | B | H | D | P | splits | MB | GFLOP | floor us | eager us | graph us | graph xN us/call | graph/floor |";
   md += bench.proxy ? Proxy::HeaderColumns() : "";
