@@ -238,9 +238,17 @@ grpc::Status KernelService::OpenSession(
   v1::SessionEvent hello;
   hello.set_session_id(id);
   stream->Write(hello);
-  v1::SessionRequest msg;
   std::string client = ctx->peer();
-  while (stream->Read(&msg)) {  // returns false when the client ends the stream or goes away
+  grpc::Status ended = grpc::Status::OK;
+  for (;;) {
+    v1::SessionRequest msg;  // one per read: a large one's bytes are not kept for the session's life
+    if (!stream->Read(&msg)) break;  // the client ended the stream or went away
+    if (msg.client_name().size() > ipc::kMaxRegistrationNameBytes) {
+      ended = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           absl::StrCat("client_name has ", msg.client_name().size(), " bytes; at most ",
+                                        ipc::kMaxRegistrationNameBytes, ": the session ends (open one with a shorter name)"));
+      break;
+    }
     if (!msg.client_name().empty()) client = msg.client_name();
   }
   // Close first so that no new registration can name the session, then release.
@@ -252,8 +260,8 @@ grpc::Status KernelService::OpenSession(
     for (auto& dev : d_->devices) dev->ReapFinished();
   }
   Log(LogLevel::kInfo, absl::StrCat("session ", id, " (", ClientText(client), ") ended; released ", released,
-                                    " regions/events"));
-  return grpc::Status::OK;
+                                    " regions/events", ended.ok() ? "" : " (client_name too long)"));
+  return ended;
 }
 
 }  // namespace kjit::server
