@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 
@@ -23,7 +25,11 @@ void FutexWait(const uint32_t* word, uint32_t expected, std::chrono::microsecond
   struct timespec ts;
   ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000);
   ts.tv_nsec = static_cast<long>(timeout.count() % 1000000) * 1000;
-  syscall(SYS_futex, const_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+  if (syscall(SYS_futex, const_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0) == 0) return;
+  // Woken early (EAGAIN: the word had changed; EINTR) or timed out: the caller looks again. Any other
+  // error (EINVAL for a misaligned word, EFAULT) would return at once every time: sleep instead, so
+  // that a waiting loop never spins.
+  if (errno != EAGAIN && errno != EINTR && errno != ETIMEDOUT) std::this_thread::sleep_for(timeout);
 }
 
 void FutexWakeAll(const uint32_t* word) {

@@ -53,6 +53,11 @@ static_assert(offsetof(RingHeader, capacity) == 8 && offsetof(RingHeader, reques
                   offsetof(RingHeader, daemon_sleeping) == 144,
               "launch ring header layout");
 
+// Where a ring's header may start in memory: its atomic words, and the futexes on them, need their
+// alignment (kjitd refuses a ring registered at another offset).
+inline constexpr size_t kRingAlignment = alignof(RingHeader);
+static_assert(kRingAlignment == 64, "the ring header's cache lines");
+
 // The largest capacity a ring may have (RingClient::Create writes at most this; kjitd refuses more).
 inline constexpr uint32_t kRingMaxCapacity = 1u << 31;
 
@@ -61,7 +66,8 @@ constexpr size_t RingBytes(uint32_t capacity) { return kRingHeaderBytes + 2 * st
 
 // Futex on a 32-bit word of a shared mapping (not FUTEX_PRIVATE: the other side is another process).
 // Wait returns when *word != expected, on a wake, or after `timeout` (whichever first; spurious
-// returns are possible).
+// returns are possible); where the futex cannot be used (a word not 4-byte aligned) it sleeps for
+// `timeout`. A ring's header must start 64-byte aligned (kRingAlignment).
 void FutexWait(const uint32_t* word, uint32_t expected, std::chrono::microseconds timeout);
 void FutexWakeAll(const uint32_t* word);
 

@@ -206,6 +206,11 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const ipc::Scope& se
     return absl::InvalidArgumentError(absl::StrCat("region '", ClientText(name), "' has ", region->size(),
                                                    " bytes, less than a launch ring header (",
                                                    ipc::kRingHeaderBytes, ")"));
+  if (const auto at = reinterpret_cast<uintptr_t>(region->system->data()); at % ipc::kRingAlignment != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "region '", ClientText(name), "' starts ", at % ipc::kRingAlignment, " bytes past a ", ipc::kRingAlignment,
+        "-byte boundary; a launch ring's header must be aligned: register it at an offset that is a multiple of ",
+        ipc::kRingAlignment));
   ipc::RingHeader h;
   KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(&h, region->system->data(), sizeof(h), "the launch ring"));
   if (h.magic != ipc::kRingMagic || h.version != ipc::kRingVersion)

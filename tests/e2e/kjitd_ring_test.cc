@@ -230,6 +230,22 @@ TEST_F(RingTest, OpenRingRefusesWhatIsNotARing) {
   EXPECT_NE(huge.error_message().find("at most 2147483648"), std::string::npos) << huge.error_message();
   ASSERT_TRUE(ipc::RingClient::Create(blank.map(), kRingShm).ok());
 
+  // A valid header at an offset that is not 64-byte aligned: its futex words would be misaligned
+  // (FUTEX_WAIT fails at once, and the idle poller spun a whole core).
+  ShmObject shifted(kRingShm);
+  ASSERT_NE(shifted.map(), nullptr);
+  for (size_t offset : {2, 4, 32}) {
+    ASSERT_TRUE(ipc::RingClient::Create(shifted.map() + offset, kRingShm - 64).ok());
+    const std::string name = "shifted" + std::to_string(offset);
+    ASSERT_EQ(Register(name, shifted.key(), offset, kRingShm - 64), StatusCode::OK);
+    const grpc::Status misaligned = OpenRing(name);
+    EXPECT_EQ(misaligned.error_code(), StatusCode::INVALID_ARGUMENT) << offset;
+    EXPECT_NE(misaligned.error_message().find("multiple of 64"), std::string::npos) << misaligned.error_message();
+  }
+  ASSERT_TRUE(ipc::RingClient::Create(shifted.map() + 64, kRingShm - 64).ok());
+  ASSERT_EQ(Register("shifted64", shifted.key(), 64, kRingShm - 64), StatusCode::OK);
+  EXPECT_TRUE(OpenRing("shifted64").ok());
+
   EXPECT_TRUE(OpenRing("blank").ok());
   EXPECT_EQ(OpenRing("blank").error_code(), StatusCode::ALREADY_EXISTS);
   grpc::ClientContext ctx;
