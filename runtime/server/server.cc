@@ -3,10 +3,13 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <thread>
 
 #include "runtime/launch/reaper.h"
@@ -88,6 +91,17 @@ void AddTcpPort(const Flags& flags, const std::string& token, grpc::ServerBuilde
 
 // The daemon's bounds from its flags: registered regions, sessions, rings, request bytes, the
 // ring's spin and the launch timeout.
+// Every connection and every registered system shared memory object holds a descriptor: the soft
+// limit goes up to the hard one (commonly 1024 against 524288).
+void RaiseDescriptorLimit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
+  const rlim_t was = r.rlim_cur;
+  r.rlim_cur = r.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &r) != 0)
+    Log(LogLevel::kWarn, absl::StrCat("cannot raise RLIMIT_NOFILE from ", was, ": ", std::strerror(errno)));
+}
+
 void ApplyLimits(const Flags& flags, Daemon* d) {
   d->regions.SetMaxEntries(static_cast<size_t>(flags.max_regions));
   d->regions.SetMaxSystemBytes(static_cast<uint64_t>(flags.max_system_shm_bytes));
@@ -132,6 +146,7 @@ Status RunDaemon(const Flags& flags) {
   }
   RouteLibraryLogs();
   ApplyLimits(flags, &d);
+  RaiseDescriptorLimit();
   std::unique_ptr<MetricsEndpoint> metrics;  // destroyed before d: no scrape outlives the daemon's state
   if (!flags.metrics_listen.empty()) {
     if (!IsLoopbackListen(flags.metrics_listen)) {
@@ -162,6 +177,9 @@ Status RunDaemon(const Flags& flags) {
   // A port another daemon holds is an error, not shared (gRPC's default SO_REUSEPORT would split
   // the clients between the two).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // A connection with no call for 10 minutes is closed (GOAWAY; a client reconnects on its next
+  // call), so that forgotten ones do not hold descriptors for good.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 10 * 60 * 1000);
   int tcp_port = 0;
   AddTcpPort(flags, d.tcp_token, &builder, &tcp_port);
   builder.RegisterService(&inference);

@@ -3,15 +3,19 @@
 #include <fcntl.h>
 #include <grpcpp/server_posix.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/log.h"
@@ -76,31 +80,95 @@ void UnixListener::Serve(grpc::Server* server) {
   thread_ = std::thread([this, server] { Loop(server); });
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Says `what` once a second at most (per call site's `last`).
+void WarnAtMostEachSecond(Clock::time_point* last, const std::string& what) {
+  const auto now = Clock::now();
+  if (now - *last < std::chrono::seconds(1)) return;
+  *last = now;
+  Log(LogLevel::kWarn, what);
+}
+
+int NofileLimit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY || r.rlim_cur > (1u << 30)) return 1 << 30;
+  return static_cast<int>(r.rlim_cur);
+}
+
+}  // namespace
+
+int UnixListener::reserved_fds() { return std::max(64, NofileLimit() / 8); }
+
 void UnixListener::Loop(grpc::Server* server) {
+  // Accepted connections that have sent nothing yet, with when they were accepted (oldest first).
+  struct Waiting {
+    int fd;
+    Clock::time_point since;
+  };
+  std::vector<Waiting> waiting;
+  std::vector<pollfd> fds;
+  Clock::time_point warned_accept{}, warned_refused{};
+  auto close_waiting = [&] {
+    for (const Waiting& w : waiting) close(w.fd);
+  };
   for (;;) {
-    pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_read_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    fds.assign({{fd_, POLLIN, 0}, {wake_read_, POLLIN, 0}});
+    for (const Waiting& w : waiting) fds.push_back({w.fd, POLLIN, 0});
+    int timeout_ms = -1;
+    if (!waiting.empty()) {
+      const auto left = waiting.front().since + kFirstBytesWithin - Clock::now();
+      timeout_ms = static_cast<int>(std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(left).count()));
+    }
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0) {
       if (errno == EINTR) continue;
       Log(LogLevel::kError, absl::StrCat("the Unix socket's accept loop stopped: poll: ", std::strerror(errno)));
+      close_waiting();
       return;
     }
-    if (fds[1].revents != 0) return;
+    if (fds[1].revents != 0) {
+      close_waiting();
+      return;
+    }
+    // Hand over what has spoken (or hung up: gRPC sees the end), close what stayed silent too long.
+    const auto now = Clock::now();
+    size_t kept = 0;
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      if (fds[i + 2].revents != 0) {
+        accepted_.fetch_add(1);
+        grpc::AddInsecureChannelFromFd(server, waiting[i].fd);  // gRPC owns it from here
+      } else if (now - waiting[i].since >= kFirstBytesWithin) {
+        close(waiting[i].fd);
+      } else {
+        waiting[kept++] = waiting[i];
+      }
+    }
+    waiting.resize(kept);
+    if (fds[0].revents == 0) continue;
     const int conn = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (conn < 0) {
       if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) continue;
       // EMFILE, ENFILE, ENOBUFS, ENOMEM: out of descriptors or memory for now. Say so once a
       // second at most, and wait a little rather than spin.
-      static auto last = std::chrono::steady_clock::time_point{};
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last > std::chrono::seconds(1)) {
-        Log(LogLevel::kWarn, absl::StrCat("cannot accept a connection on the Unix socket: ", std::strerror(errno)));
-        last = now;
-      }
-      poll(fds + 1, 1, 10);
+      WarnAtMostEachSecond(&warned_accept,
+                           absl::StrCat("cannot accept a connection on the Unix socket: ", std::strerror(errno)));
+      poll(fds.data() + 1, 1, 10);
       continue;
     }
-    accepted_.fetch_add(1);
-    grpc::AddInsecureChannelFromFd(server, conn);  // gRPC owns conn from here
+    // Descriptors are allocated lowest first: one this high means nearly every lower one is open.
+    const int limit = NofileLimit();
+    if (conn >= limit - reserved_fds()) {
+      close(conn);
+      WarnAtMostEachSecond(&warned_refused,
+                           absl::StrCat("refusing connections on the Unix socket: ", conn, " of ", limit,
+                                        " descriptors are open, and ", reserved_fds(),
+                                        " are kept for the clients already connected (raise the process's "
+                                        "RLIMIT_NOFILE, or close idle connections)"));
+      continue;
+    }
+    waiting.push_back({conn, Clock::now()});
   }
 }
 

@@ -6,6 +6,7 @@
 #include <grpcpp/server.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,11 +25,17 @@ class UnixListener {
   UnixListener(const UnixListener&) = delete;
   UnixListener& operator=(const UnixListener&) = delete;
 
-  // Accepts connections on a thread of its own and gives each to `server` (started).
+  // Accepts connections on a thread of its own and gives each to `server` (started) once it has
+  // sent its first bytes; one that sends nothing for kFirstBytesWithin is closed (gRPC would keep
+  // it, and its descriptor, for good). A connection is refused (closed at once) while fewer than
+  // reserved_fds() descriptors would stay free, so that the clients already connected can still
+  // open their shared memory objects and the cache its files.
   void Serve(grpc::Server* server);
+  static constexpr std::chrono::seconds kFirstBytesWithin{10};
+  static int reserved_fds();
   // Stops accepting (pending connections are refused) and closes the socket; the path stays.
   void Stop();
-  // Connections accepted so far.
+  // Connections handed to gRPC so far.
   uint64_t accepted() const { return accepted_.load(); }
 
  private:
