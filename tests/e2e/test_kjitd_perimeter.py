@@ -203,9 +203,30 @@ class LimitsTest(unittest.TestCase):
                 r.close()
             self.assertEqual(d.stop(), 0)
 
+    def test_a_long_client_name_ends_its_session(self):
+        # Each session's stream kept the longest client_name it was sent (two copies) for its life:
+        # 256 sessions could hold 64 GiB. A name over 256 bytes now ends the session.
+        grpc, _, _, _, _, kpb, kpbg = stubs()
+        d = Daemon()
+        kernels = kpbg.KernelServiceStub(d.channel)
+        try:
+            stream = kernels.OpenSession(iter([kpb.SessionRequest(client_name="x" * (1 << 20))]), timeout=30)
+            self.assertTrue(next(stream).session_id)
+            with self.assertRaises(grpc.RpcError) as ctx:
+                next(stream)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn("client_name has 1048576 bytes; at most 256", ctx.exception.details())
+            stream = kernels.OpenSession(iter([kpb.SessionRequest(client_name="y" * 256)]), timeout=30)
+            self.assertTrue(next(stream).session_id)
+            with self.assertRaises(StopIteration):  # ends OK when the client ends its side
+                next(stream)
+        finally:
+            self.assertEqual(d.stop(), 0)
+
     def test_index_pointers_in_a_huge_sparse_object_cost_no_memory(self):
         # qo_indptr declared as 2^27 INT64 entries (1 GiB) of a sparse object: refused from the shapes
-        # (batch <= 65535) before a byte of it is copied.
+        # (batch <= 65535) before a byte of it is copied, by either family (the naive one copied and
+        # widened it: 9 GB resident for a 2 GiB object).
         grpc, _, _, pb, pbg, _, _ = stubs()
         d = Daemon()
         infer = pbg.GRPCInferenceServiceStub(d.channel)
@@ -213,32 +234,41 @@ class LimitsTest(unittest.TestCase):
         try:
             infer.SystemSharedMemoryRegister(
                 pb.SystemSharedMemoryRegisterRequest(name="huge", key="/" + shm.name, byte_size=1 << 30))
-            inline = make_infer_request(pb)
-            req = pb.ModelInferRequest()
-            req.CopyFrom(inline)
-            del req.raw_input_contents[:]
-            for t, raw in zip(req.inputs, inline.raw_input_contents):
-                if t.name != "qo_indptr":
-                    req.raw_input_contents.append(raw)
-                    continue
-                t.datatype = "INT64"
-                del t.shape[:]
-                t.shape.append(1 << 27)
-                t.parameters["shared_memory_region"].string_param = "huge"
-                t.parameters["shared_memory_byte_size"].int64_param = 1 << 30
-
-            def rss_kib():
-                with open(f"/proc/{d.proc.pid}/status") as f:
-                    return int(next(l for l in f if l.startswith("VmHWM:")).split()[1])
-            before = rss_kib()
-            with self.assertRaises(grpc.RpcError) as ctx:
-                infer.ModelInfer(req, timeout=30)
-            self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, ctx.exception.details())
-            self.assertLess(rss_kib() - before, 64 * 1024)  # peak resident growth under 64 MiB
+            for model in ("mla_verify", "mla_verify_naive"):
+                self.refused_without_copying(d, infer, pb, model)
         finally:
             shm.close()
             shm.unlink()
             self.assertEqual(d.stop(), 0)
+
+    def refused_without_copying(self, d, infer, pb, model):
+        # The request of make_infer_request with its three index pointers (B + 1 = 2^27 entries each,
+        # consistent, so that the batch bound is what refuses it) in the sparse region "huge".
+        grpc = stubs()[0]
+        inline = make_infer_request(pb)
+        req = pb.ModelInferRequest()
+        req.CopyFrom(inline)
+        req.model_name = model
+        del req.raw_input_contents[:]
+        for t, raw in zip(req.inputs, inline.raw_input_contents):
+            if t.name not in ("qo_indptr", "kv_indptr", "mask_indptr"):
+                req.raw_input_contents.append(raw)
+                continue
+            t.datatype = "INT64"
+            del t.shape[:]
+            t.shape.append(1 << 27)
+            t.parameters["shared_memory_region"].string_param = "huge"
+            t.parameters["shared_memory_byte_size"].int64_param = 1 << 30
+
+        def rss_kib():
+            with open(f"/proc/{d.proc.pid}/status") as f:
+                return int(next(l for l in f if l.startswith("VmHWM:")).split()[1])
+        before = rss_kib()
+        with self.assertRaises(grpc.RpcError) as ctx:
+            infer.ModelInfer(req, timeout=30)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, ctx.exception.details())
+        self.assertIn("batch", ctx.exception.details(), model)
+        self.assertLess(rss_kib() - before, 64 * 1024, model)  # peak resident growth under 64 MiB
 
     def test_out_of_memory_is_an_error_not_an_abort(self):
         # kjitd under an address-space limit that holds gRPC's copy of a 192 MiB request but not
@@ -265,6 +295,61 @@ class LimitsTest(unittest.TestCase):
             self.assertIn(grpc.StatusCode.RESOURCE_EXHAUSTED, codes)
         finally:
             self.assertEqual(d.stop(), 0)
+
+    def test_silent_connections_are_closed_and_descriptors_kept_for_clients(self):
+        # kjitd under a limit of 256 descriptors, 300 connections that never send a byte: gRPC kept
+        # such connections for good, and once the descriptors ran out neither new nor connected
+        # clients could do anything that needs one. Now connections past the reserve (64 here) are
+        # refused, a connected client still registers memory, and the silent ones close within 10 s.
+        import resource
+        grpc, _, _, pb, pbg, _, _ = stubs()
+        log = tempfile.TemporaryFile(mode="w+")
+        d = Daemon(stderr=log, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+        infer = pbg.GRPCInferenceServiceStub(d.channel)
+        objects, silent = [], []
+
+        def fds():
+            return len(os.listdir(f"/proc/{d.proc.pid}/fd"))
+
+        def register(name):
+            shm = shared_memory.SharedMemory(create=True, size=4096)
+            objects.append(shm)
+            infer.SystemSharedMemoryRegister(
+                pb.SystemSharedMemoryRegisterRequest(name=name, key="/" + shm.name, byte_size=4096), timeout=10)
+        try:
+            register("before")
+            before = fds()
+            for _ in range(300):
+                c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                c.connect(d.socket)
+                silent.append(c)
+            time.sleep(0.5)
+            self.assertLessEqual(fds(), 256 - 64 + 2)
+            register("during")  # the reserve: a connected client is still served
+            self.assertTrue(infer.ServerLive(pb.ServerLiveRequest(), timeout=10).live)
+            deadline = time.time() + 15
+            while fds() > before + 2:
+                self.assertLess(time.time(), deadline, f"{fds()} descriptors open, {before} before")
+                time.sleep(0.2)
+            for c in silent:  # each was closed by the daemon: refused, or silent too long
+                c.settimeout(5)
+                self.assertEqual(c.recv(1), b"")
+            fresh = grpc.insecure_channel(d.target, options=OPTIONS)
+            try:
+                self.assertTrue(pbg.GRPCInferenceServiceStub(fresh).ServerLive(pb.ServerLiveRequest(), timeout=10).live)
+            finally:
+                fresh.close()
+        finally:
+            for c in silent:
+                c.close()
+            for shm in objects:
+                shm.close()
+                shm.unlink()
+            self.assertEqual(d.stop(), 0)
+        log.seek(0)
+        text = log.read()
+        log.close()
+        self.assertIn("refusing connections on the Unix socket", text)
 
     def test_library_errors_are_rate_limited_and_client_text_stays_on_one_line(self):
         grpc, _, _, pb, pbg, kpb, kpbg = stubs()
