@@ -28,11 +28,21 @@ void RegionRegistry::SetMaxEntries(size_t max_entries) {
   max_entries_ = max_entries;
 }
 
-Status RegionRegistry::CheckRoomLocked() const {
-  if (regions_.size() + events_.size() < max_entries_) return absl::OkStatus();
+Status RegionRegistry::CheckRoomLocked(const std::string& owner) const {
+  if (regions_.size() + events_.size() >= max_entries_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "kjitd holds ", max_entries_, " registered regions and events, its limit (--max-regions): unregister "
+        "some, or register one region per allocation rather than per tensor"));
+  }
+  if (owner.empty()) return absl::OkStatus();
+  size_t mine = 0;
+  for (const auto& [n, r] : regions_) mine += r->owner == owner;
+  for (const auto& [n, e] : events_) mine += e->owner == owner;
+  if (mine < IdentityShare(max_entries_)) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      "kjitd holds ", max_entries_, " registered regions and events, its limit (--max-regions): unregister "
-      "some, or register one region per allocation rather than per tensor"));
+      "this client's user holds ", mine, " registered regions and events, three quarters of kjitd's limit of ",
+      max_entries_, " (--max-regions; the rest is kept for other users): unregister some, or register one region "
+      "per allocation rather than per tensor"));
 }
 
 void RegionRegistry::SetMaxSystemBytes(uint64_t max_bytes) {
@@ -40,11 +50,22 @@ void RegionRegistry::SetMaxSystemBytes(uint64_t max_bytes) {
   max_system_bytes_ = max_bytes;
 }
 
-Status RegionRegistry::CheckSystemRoomLocked(uint64_t bytes) const {
-  if (bytes <= max_system_bytes_ && system_bytes_ <= max_system_bytes_ - bytes) return absl::OkStatus();
+Status RegionRegistry::CheckSystemRoomLocked(uint64_t bytes, const std::string& owner) const {
+  if (bytes > max_system_bytes_ || system_bytes_ > max_system_bytes_ - bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "kjitd holds ", system_bytes_, " bytes of system shared memory regions; ", bytes,
+        " more would pass its limit of ", max_system_bytes_,
+        " (--max-system-shm-bytes): unregister some, or register smaller windows"));
+  }
+  if (owner.empty()) return absl::OkStatus();
+  uint64_t mine = 0;
+  for (const auto& [n, r] : regions_) mine += r->owner == owner && r->system ? r->system->size() : 0;
+  const uint64_t share = IdentityShare(max_system_bytes_);
+  if (bytes <= share && mine <= share - bytes) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      "kjitd holds ", system_bytes_, " bytes of system shared memory regions; ", bytes, " more would pass its limit of ",
-      max_system_bytes_, " (--max-system-shm-bytes): unregister some, or register smaller windows"));
+      "this client's user holds ", mine, " bytes of system shared memory regions; ", bytes,
+      " more would pass three quarters of kjitd's limit of ", max_system_bytes_,
+      " (--max-system-shm-bytes; the rest is kept for other users): unregister some, or register smaller windows"));
 }
 
 uint64_t RegionRegistry::SystemRoom() const {
@@ -54,7 +75,7 @@ uint64_t RegionRegistry::SystemRoom() const {
 
 Status RegionRegistry::CheckSystemRoom(uint64_t bytes) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return CheckSystemRoomLocked(bytes);
+  return CheckSystemRoomLocked(bytes, "");
 }
 
 void RegionRegistry::ForgetLocked(const Region& region) {
@@ -69,9 +90,9 @@ Status RegionRegistry::AddRegion(std::shared_ptr<const Region> region, const Ses
     return absl::AlreadyExistsError(
         absl::StrCat("shared memory region '", ClientText(region->name), "' is already registered"));
   }
-  KJIT_RETURN_IF_ERROR(CheckRoomLocked());
+  KJIT_RETURN_IF_ERROR(CheckRoomLocked(region->owner));
   if (region->system) {
-    KJIT_RETURN_IF_ERROR(CheckSystemRoomLocked(region->system->size()));
+    KJIT_RETURN_IF_ERROR(CheckSystemRoomLocked(region->system->size(), region->owner));
     system_bytes_ += region->system->size();
   }
   regions_.emplace(region->name, std::move(region));
@@ -131,7 +152,7 @@ Status RegionRegistry::AddEvent(std::shared_ptr<const NamedEvent> event, const S
   if (events_.count(event->name) != 0) {
     return absl::AlreadyExistsError(absl::StrCat("event '", ClientText(event->name), "' is already registered"));
   }
-  KJIT_RETURN_IF_ERROR(CheckRoomLocked());
+  KJIT_RETURN_IF_ERROR(CheckRoomLocked(event->owner));
   events_.emplace(event->name, std::move(event));
   return absl::OkStatus();
 }

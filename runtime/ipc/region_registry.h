@@ -48,7 +48,8 @@ struct NamedEvent {
 class RegionRegistry {
  public:
   // At most `max_entries` regions and events together (each region is one mapping of the daemon's
-  // address space, which the kernel caps at vm.max_map_count): RESOURCE_EXHAUSTED past it.
+  // address space, which the kernel caps at vm.max_map_count): RESOURCE_EXHAUSTED past it. An
+  // identity (a Scope's owner) may hold IdentityShare of this, and of the bytes below (scope.h).
   static constexpr size_t kDefaultMaxEntries = 16384;
   void SetMaxEntries(size_t max_entries);
   // At most this many bytes of system shared memory registered at once (each region is mapped into
@@ -107,8 +108,10 @@ class RegionRegistry {
   uint64_t RemovalCount() const { return removals_.load(std::memory_order_acquire); }
 
  private:
-  Status CheckRoomLocked() const;
-  Status CheckSystemRoomLocked(uint64_t bytes) const;
+  // Room for one more entry of `owner`, and for `bytes` more of its system shared memory: under the
+  // limits, and under its IdentityShare of them (scope.h).
+  Status CheckRoomLocked(const std::string& owner) const;
+  Status CheckSystemRoomLocked(uint64_t bytes, const std::string& owner) const;
   void ForgetLocked(const Region& region);  // its bytes, when it leaves regions_
   size_t max_entries_ = kDefaultMaxEntries;
   uint64_t max_system_bytes_ = kDefaultMaxSystemBytes;

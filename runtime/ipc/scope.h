@@ -1,6 +1,7 @@
 // Who a request to the region registry is (runtime/ipc/region_registry.h says what each one sees).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -16,5 +17,10 @@ struct Scope {
   Scope(const char* s) : session(s) {}             // NOLINT(google-explicit-constructor)
   Scope(std::string s, std::string o) : session(std::move(s)), owner(std::move(o)) {}
 };
+
+// What one client identity (a Scope's owner) may hold of a limit that all clients share: three
+// quarters of it (all of a limit under 4), so that one user cannot take every slot from another.
+// Callers without an identity ("") are held to the limit alone.
+constexpr uint64_t IdentityShare(uint64_t limit) { return limit - limit / 4; }
 
 }  // namespace kjit::ipc

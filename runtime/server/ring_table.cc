@@ -239,10 +239,11 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const ipc::Scope& se
   // do not count, or a client that replaces its ring (unregisters it and opens another) would be
   // refused at the limit.
   // Still, a poller held up by a slow request keeps its thread: at twice the limit nothing opens.
-  size_t live = 0;
+  size_t live = 0, mine = 0;
   for (const auto& [ring_name, poller] : rings_) {
     if (!poller->StillRegistered()) continue;
     ++live;
+    mine += !region->owner.empty() && poller->region()->owner == region->owner;
     // One poller per ring's memory: the same bytes registered under other names would each get a
     // poller that copies and decodes every request the client writes there.
     if (region->system->SharesBytesWith(ipc::RingBytes(h.capacity), *poller->region()->system,
@@ -256,6 +257,11 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const ipc::Scope& se
   if (live >= max_rings_ || rings_.size() >= 2 * max_rings_) {
     return absl::ResourceExhaustedError(absl::StrCat("kjitd serves ", max_rings_,
                                                      " launch rings, its limit (--max-rings): close one first"));
+  }
+  if (!region->owner.empty() && mine >= ipc::IdentityShare(max_rings_)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this client's user has ", mine, " launch rings open, three quarters of kjitd's limit of ", max_rings_,
+        " (--max-rings; the rest is kept for other users): close one first"));
   }
   rings_[name] =
       std::make_unique<RingPoller>(std::move(region), h.capacity, max_message_, regions_, &handler_, spin_,

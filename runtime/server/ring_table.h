@@ -34,7 +34,8 @@ class RingTable {
   // How long a poller spins after a request before it sleeps (rings opened later).
   void SetSpin(std::chrono::microseconds spin) { spin_ = spin; }
 
-  // At most this many rings (each is a poller thread): RESOURCE_EXHAUSTED past it.
+  // At most this many rings (each is a poller thread), and of them at most ipc::IdentityShare on one
+  // user's regions: RESOURCE_EXHAUSTED past either.
   void SetMaxRings(size_t max_rings) { max_rings_ = max_rings; }
   static constexpr size_t kDefaultMaxRings = 64;
   // The largest request a ring's poller copies in, and the largest response it writes, as a gRPC

@@ -89,8 +89,6 @@ void AddTcpPort(const Flags& flags, const std::string& token, grpc::ServerBuilde
   builder->AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), port);
 }
 
-// The daemon's bounds from its flags: registered regions, sessions, rings, request bytes, the
-// ring's spin and the launch timeout.
 // Every connection and every registered system shared memory object holds a descriptor: the soft
 // limit goes up to the hard one (commonly 1024 against 524288).
 void RaiseDescriptorLimit() {
@@ -102,6 +100,8 @@ void RaiseDescriptorLimit() {
     Log(LogLevel::kWarn, absl::StrCat("cannot raise RLIMIT_NOFILE from ", was, ": ", std::strerror(errno)));
 }
 
+// The daemon's bounds from its flags: registered regions, sessions, rings, request bytes, the
+// ring's spin and the launch timeout.
 void ApplyLimits(const Flags& flags, Daemon* d) {
   d->regions.SetMaxEntries(static_cast<size_t>(flags.max_regions));
   d->regions.SetMaxSystemBytes(static_cast<uint64_t>(flags.max_system_shm_bytes));

@@ -34,6 +34,15 @@ StatusOr<std::string> SessionTable::Open(const std::string& client_name, grpc::S
     return absl::ResourceExhaustedError(absl::StrCat("kjitd has ", max_sessions_,
                                                      " open sessions, its limit (--max-sessions): close one first"));
   }
+  if (!identity.empty()) {
+    size_t mine = 0;
+    for (const auto& [open_id, e] : open_) mine += e.identity == identity;
+    if (mine >= ipc::IdentityShare(max_sessions_)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this client's user has ", mine, " open sessions, three quarters of kjitd's limit of ", max_sessions_,
+          " (--max-sessions; the rest is kept for other users): close one first"));
+    }
+  }
   while (open_.count(id) != 0) id = RandomSessionId();
   open_.emplace(id, Entry{client_name, ctx, ctx->peer(), std::move(identity)});
   return id;

@@ -33,7 +33,8 @@ Status CheckDeviceUuid(const grpc::ServerContext& ctx, const std::string& what, 
 class SessionTable {
  public:
   static constexpr size_t kDefaultMaxSessions = 256;
-  // At most this many open sessions (each holds a thread of the daemon while it lasts).
+  // At most this many open sessions (each holds a thread of the daemon while it lasts), and of them
+  // at most ipc::IdentityShare for one user.
   void SetMaxSessions(size_t max_sessions);
   // A fresh, unguessable id for a stream served under `ctx` (cancelled by CancelAll at shutdown);
   // RESOURCE_EXHAUSTED at the cap.

@@ -162,8 +162,8 @@ void UnixListener::Loop(grpc::Server* server) {
     if (conn >= limit - reserved_fds()) {
       close(conn);
       WarnAtMostEachSecond(&warned_refused,
-                           absl::StrCat("refusing connections on the Unix socket: ", conn, " of ", limit,
-                                        " descriptors are open, and ", reserved_fds(),
+                           absl::StrCat("refusing connections on the Unix socket: descriptors 0 to ", conn - 1,
+                                        " of ", limit, " are open, and ", reserved_fds(),
                                         " are kept for the clients already connected (raise the process's "
                                         "RLIMIT_NOFILE, or close idle connections)"));
       continue;

@@ -203,6 +203,46 @@ class LimitsTest(unittest.TestCase):
                 r.close()
             self.assertEqual(d.stop(), 0)
 
+    def test_one_user_holds_three_quarters_of_a_limit(self):
+        # Every limit counts all clients together: one user could take every session and ring. It
+        # now gets three quarters of each (the rest is another user's), with a message that says so.
+        from kjit import LaunchRing
+        grpc, _, _, pb, pbg, kpb, kpbg = stubs()
+        d = Daemon(["--max-sessions", "4", "--max-rings", "4"])
+        infer = pbg.GRPCInferenceServiceStub(d.channel)
+        kernels = kpbg.KernelServiceStub(d.channel)
+        stop, rings = threading.Event(), []
+
+        def requests():
+            yield kpb.SessionRequest(client_name="share")
+            stop.wait()
+        streams = []
+        try:
+            for _ in range(3):
+                streams.append(kernels.OpenSession(requests()))
+                self.assertTrue(next(streams[-1]).session_id)
+            streams.append(kernels.OpenSession(requests()))
+            with self.assertRaises(grpc.RpcError) as ctx:
+                next(streams[-1])
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertIn("3 open sessions, three quarters of kjitd's limit of 4", ctx.exception.details())
+            for i in range(4):
+                ring = LaunchRing(1 << 16)
+                rings.append(ring)
+                infer.SystemSharedMemoryRegister(
+                    pb.SystemSharedMemoryRegisterRequest(name=f"r{i}", key=ring.key, byte_size=ring.nbytes))
+            for i in range(3):
+                kernels.OpenRing(kpb.OpenRingRequest(region=f"r{i}"))
+            with self.assertRaises(grpc.RpcError) as ctx:
+                kernels.OpenRing(kpb.OpenRingRequest(region="r3"))
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertIn("3 launch rings open, three quarters of kjitd's limit of 4", ctx.exception.details())
+        finally:
+            stop.set()
+            for r in rings:
+                r.close()
+            self.assertEqual(d.stop(), 0)
+
     def test_a_long_client_name_ends_its_session(self):
         # Each session's stream kept the longest client_name it was sent (two copies) for its life:
         # 256 sessions could hold 64 GiB. A name over 256 bytes now ends the session.

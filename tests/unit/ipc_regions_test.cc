@@ -247,6 +247,50 @@ TEST(RegionRegistry, EntriesAreCapped) {
   EXPECT_TRUE(reg.AddRegion(SystemRegion("c", obj, 0, 64)).ok());  // room again
 }
 
+// One user may hold three quarters of each limit, so that another always finds room; callers
+// without an identity are held to the limit alone.
+TEST(RegionRegistry, OneIdentityHoldsAtMostThreeQuartersOfALimit) {
+  ShmObject obj(4096);
+  RegionRegistry reg;
+  reg.SetMaxEntries(8);
+  reg.SetMaxSystemBytes(1024);
+  auto owned = [&](const std::string& name, uint64_t bytes, const std::string& owner) {
+    auto r = SystemRegion(name, obj, 0, bytes);
+    r->owner = owner;
+    return reg.AddRegion(r);
+  };
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(owned("a" + std::to_string(i), 64, "uid:1000").ok()) << i;
+  auto ev = std::make_shared<NamedEvent>();
+  ev->name = "a_event";
+  ev->owner = "uid:1000";
+  ASSERT_TRUE(reg.AddEvent(ev).ok());  // 6 of 8: its share
+  const Status entries = owned("a6", 64, "uid:1000");
+  EXPECT_EQ(entries.code(), absl::StatusCode::kResourceExhausted) << entries;
+  EXPECT_NE(entries.message().find("three quarters of kjitd's limit of 8 (--max-regions"), std::string::npos)
+      << entries;
+  auto ev2 = std::make_shared<NamedEvent>();
+  ev2->name = "a_event2";
+  ev2->owner = "uid:1000";
+  EXPECT_EQ(reg.AddEvent(ev2).code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(owned("b0", 64, "uid:1001").ok()) << "another user finds room";
+  ASSERT_TRUE(owned("b1", 64, "uid:1001").ok());
+  EXPECT_NE(owned("b2", 64, "uid:1001").message().find("its limit (--max-regions)"), std::string::npos);
+
+  // Bytes: uid:1000 holds 5 x 64 = 320 of its 768; 448 more fit, 449 do not.
+  reg.Clear();
+  reg.SetMaxEntries(100);
+  ASSERT_TRUE(owned("a", 320, "uid:1000").ok());
+  ASSERT_TRUE(owned("b", 448, "uid:1000").ok());
+  const Status bytes = owned("c", 64, "uid:1000");
+  EXPECT_EQ(bytes.code(), absl::StatusCode::kResourceExhausted) << bytes;
+  EXPECT_NE(bytes.message().find("three quarters of kjitd's limit of 1024 (--max-system-shm-bytes"),
+            std::string::npos)
+      << bytes;
+  EXPECT_TRUE(owned("d", 256, "uid:1001").ok()) << "the last quarter is another user's";
+  reg.Clear();
+  EXPECT_TRUE(owned("e", 1024, "").ok()) << "no identity: the limit alone";
+}
+
 // Bytes of system shared memory are capped across all registrants, and freed by every way out:
 // unregister, a session's release, Clear. A sparse object of 1 TiB costs no memory, but mapping it
 // takes the address space: refused before it is mapped.
