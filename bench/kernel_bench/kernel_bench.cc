@@ -1,6 +1,6 @@
 // kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|32x32|64x64] [--only LABEL[|LABEL...]]
 //              [--define NAME=VALUE]... [--graph-calls N] [--timeline] [--proxy sm_120] [--compile-only]
-//              [--kv bf16,fp8,fp8-numerics] [--fp8-mma on|off] [--pdl on|off]
+//              [--kv bf16,fp8,fp8-numerics] [--fp8-mma on|off] [--pdl on|off] [--half-tiles on|off]
 // Roofline of the mla_verify kernel: KERNEL.md's seven shapes, batch sweeps (H8 D16 at P16k, P4k and
 // P1k) and a prefix sweep (H8 D16, 1k..256k). Per row: model bytes and FLOPs, floor = max(bytes / copy
 // bandwidth, FLOPs / mma.sync peak) with both ceilings measured in this run, and median times over
@@ -28,7 +28,9 @@
 // (MlaVerifyPlanOptions::fp8_mma) where they would run on e4m3 MMAs (sm_90a); rows that ran e4m3
 // MMAs say "(e4m3 MMAs)" after their label. --pdl off launches the split kernel plainly, after the
 // kernel before it (MlaVerifyPlanOptions::programmatic_split; on sm_90+ it is otherwise a programmatic
-// dependent launch, which can show where calls follow calls: graph xN, eager).
+// dependent launch, which can show where calls follow calls: graph xN, eager). --half-tiles off
+// keeps sm_90a's split CTAs on whole 64-row tiles where the plan would give each half of one
+// (MlaVerifyPlanOptions::half_tiles).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -69,6 +71,7 @@ struct Options {
   std::vector<std::string> kv = {"bf16", "fp8"};  // --kv
   bool fp8_mma = true;  // --fp8-mma on|off
   bool pdl = true;      // --pdl on|off
+  bool half_tiles = true;  // --half-tiles on|off
   // The tile every row runs: --tile, or under --proxy sm_120 without it sm_120's own (the 32x32
   // tile, for either cache), forced onto this device.
   int Tile() const { return proxy && tile == 0 ? mla::ResolvedTile(mla::kTileArch, 12) : tile; }
@@ -169,7 +172,7 @@ Status RunShape(const Bench& bench, const Shape& s, std::string* md, std::string
     const kernels::MlaVerifyProblem p = in.problem();
     const driver::DeviceInfo& plan_dev = bench.proxy ? bench.proxy->plan_device : bench.dev;
     KJIT_ASSIGN_OR_RETURN(kernels::MlaVerifyPlan plan,
-                          kernels::PlanMlaVerify(p, plan_dev, {.tile = opt.Tile(), .num_splits = splits, .fp8_mma = opt.fp8_mma, .programmatic_split = opt.pdl}));
+                          kernels::PlanMlaVerify(p, plan_dev, {.tile = opt.Tile(), .num_splits = splits, .fp8_mma = opt.fp8_mma, .programmatic_split = opt.pdl, .half_tiles = opt.half_tiles}));
     ProxyResidency residency;
     if (bench.proxy) {
       KJIT_ASSIGN_OR_RETURN(residency, bench.proxy->MatchResidency(bench.table, &plan));
@@ -295,7 +298,7 @@ Status Run(Options opt) {
 constexpr char kUsage[] =
     "usage: kernel_bench [--out FILE.md] [--reps N] [--splits N[,N...]] [--tile arch|32x16|32x32|64x64] [--only LABEL[|LABEL...]] "
     "[--define NAME=VALUE]... [--graph-calls N] [--timeline] [--proxy sm_120] [--compile-only] "
-    "[--kv bf16,fp8,fp8-numerics] [--fp8-mma on|off] [--pdl on|off]\n";
+    "[--kv bf16,fp8,fp8-numerics] [--fp8-mma on|off] [--pdl on|off] [--half-tiles on|off]\n";
 
 bool ParseOnOff(const char* flag, const std::string& value, bool* on) {
   if (value != "on" && value != "off") {
@@ -360,6 +363,8 @@ bool Parse(int argc, char** argv, Options* opt) {
       if (!ParseOnOff("--fp8-mma", argv[++i], &opt->fp8_mma)) return false;
     } else if (!std::strcmp(argv[i], "--pdl") && has_value) {
       if (!ParseOnOff("--pdl", argv[++i], &opt->pdl)) return false;
+    } else if (!std::strcmp(argv[i], "--half-tiles") && has_value) {
+      if (!ParseOnOff("--half-tiles", argv[++i], &opt->half_tiles)) return false;
     } else if (!std::strcmp(argv[i], "--timeline")) {
       opt->timeline = true;
     } else if (!std::strcmp(argv[i], "--compile-only")) {

@@ -49,7 +49,8 @@ struct MlaVerifyParams {
   int error_slot_count;  // the split kernel's CTAs
   int combine_row_parts;  // the combine's layout (traits.h: CombineIsWide, CombinePartsOf)
   int flags;  // bit 0 (kCausalBit): causal; bit 1 (kFp8RoundBit): fp8 numerics' rounding of q and P
-              // (read by kKv = 1 kernels); bit 2 (kTreeLaunchBit): the tree launch of the fp8-MMA sequence
+              // (read by kKv = 1 kernels); bit 2 (kTreeLaunchBit): the tree launch of the fp8-MMA sequence;
+              // bit 3 (kHalfTileBit): each split CTA covers half its tile's rows
   int qo_indptr_64, kv_indptr_64;  // 1: that index pointer holds int64 entries
   float prefix_scale_log2;  // sm_scale * k_scale * log2(e)
   float tree_scale_log2;    // sm_scale * log2(e)
@@ -60,6 +61,9 @@ static_assert(sizeof(MlaVerifyParams) == 256, "MlaVerifyParams keeps its size ac
 constexpr int kCausalBit = 1;    // MlaVerifyParams::flags bits
 constexpr int kFp8RoundBit = 2;
 constexpr int kTreeLaunchBit = 4;
+// sm_90a's 64-row tiles: each split CTA covers 32 rows (m-tile x of the grid: rows 32x..32x+31),
+// the rest of its tile empty, so that a short-prefix launch spreads Q over twice the SMs.
+constexpr int kHalfTileBit = 8;
 
 // Error bits (same values as runtime/kernels/mla_verify/args.h's MlaVerifyError).
 constexpr unsigned kErrKvIndexOutOfRange = 1u << 0;

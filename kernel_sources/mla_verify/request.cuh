@@ -166,20 +166,28 @@ __device__ __forceinline__ long long KvRows<kTile>::Validate(const MlaVerifyPara
 // left in the shared workspace.
 struct SplitCta {
   Request rq;
-  int rows_b;  // the request's query rows (D_b * H) as this CTA read them
-  int m0;      // the tile's first row
+  int rows_b;  // the request's query rows (D_b * H) as this CTA read them, at most its own last + 1
+  int m0;      // the CTA's first row
 };
-template <int kHeads, int kTileRows>
+// kMayHalve: the caller is an sm_90a tile, which kHalfTileBit may give half its rows (params.h);
+// the other tiles never read the bit.
+template <int kHeads, int kTileRows, bool kMayHalve = false>
 __device__ __forceinline__ bool BeginSplitCta(const MlaVerifyParams& p, int b, int split, int m_tile, int tid,
                                               int threads, SplitCta* cta) {
   cta->rq = LoadRequest(p, b);
   cta->rows_b = cta->rq.draft * kHeads;  // 0 for a bad request
-  cta->m0 = m_tile * kTileRows;
+  // The CTA's rows: its whole tile, or with kHalfTileBit the first half of one (params.h).
+  const int rows = kMayHalve && (p.flags & kHalfTileBit) != 0 ? kTileRows / 2 : kTileRows;
+  cta->m0 = m_tile * rows;
   const int first = cta->m0 > cta->rows_b ? cta->m0 : cta->rows_b;
-  const int end = cta->m0 + kTileRows < p.rows_cap ? cta->m0 + kTileRows : p.rows_cap;
+  const int end = cta->m0 + rows < p.rows_cap ? cta->m0 + rows : p.rows_cap;
   if (first < end) {
     float* lse = StateOf(p, b, split).lse;
     for (int r = first + tid; r < end; r += threads) lse[r] = NegInf();
+  }
+  // Rows past the CTA's are the next CTA's: as if past the request (no Q loaded, nothing written).
+  if constexpr (kMayHalve) {
+    if (cta->rows_b > cta->m0 + rows) cta->rows_b = cta->m0 + rows;
   }
   if (!cta->rq.ok) {
     if (tid == 0 && split == 0 && m_tile == 0) RaiseError(kErrBadIndptr);

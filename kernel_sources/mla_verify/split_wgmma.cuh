@@ -238,7 +238,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wq = warp & 3;
 
   SplitCta cta;
-  const bool has_rows = BeginSplitCta<kHeads, kRows>(p, b, split, m_tile, tid, kThreads, &cta);
+  const bool has_rows = BeginSplitCta<kHeads, kRows, true>(p, b, split, m_tile, tid, kThreads, &cta);
   KJIT_STAMP(kTlRequest);
   if (!has_rows) return;
   const Request rq = cta.rq;

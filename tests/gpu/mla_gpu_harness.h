@@ -46,6 +46,7 @@ struct Family {
   // MlaVerifyPlanOptions::fp8_mma: false runs fp8 numerics on the emulating kernel even where the
   // device has e4m3 MMAs (sm_90a).
   bool fp8_mma = true;
+  bool half_tiles = true;  // MlaVerifyPlanOptions::half_tiles
 };
 inline constexpr int kNoFp8 = 1000;
 inline bool PlansFp8(const Family& f, const driver::DeviceInfo& d) { return d.cc_major >= f.fp8_from_cc_major; }
@@ -71,7 +72,8 @@ inline const Family kNaive{"naive", &PlanNaive, &kernels::LaunchMlaVerifyNaive};
 // The family's plan of the case, with a fixed number of prefix chunks when num_splits > 0.
 inline StatusOr<kernels::MlaVerifyPlan> PlanFor(const Family& f, const reference::MlaCase& c,
                                                 const driver::DeviceInfo& device, int num_splits = 0) {
-  return f.plan(c.problem, device, {.tile = f.tile, .num_splits = num_splits, .fp8_mma = f.fp8_mma});
+  return f.plan(c.problem, device,
+                {.tile = f.tile, .num_splits = num_splits, .fp8_mma = f.fp8_mma, .half_tiles = f.half_tiles});
 }
 
 // Device 0 with its context, a stream, and every specialization of both families loaded. Built once

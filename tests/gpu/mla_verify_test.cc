@@ -137,6 +137,52 @@ TEST_P(MlaVerifyGpu, EveryGoldenBundleMatchesItsStoredOutput) {
   EXPECT_EQ(checked, static_cast<int>(reference::GoldenCatalog().size()));
 }
 
+// Where the plan gives each split CTA half of sm_90a's 64-row tile, every output bit equals the
+// whole tiles' (rows are independent in every step), over both masks, several split counts, a
+// request whose rows end inside a half and a padded one. Returns how many plans had half tiles.
+int ExpectHalfTilesEqualWholeTilesBitwise(const Family& family, CaseSpec s) {
+  Family whole = family;
+  whole.half_tiles = false;
+  GpuRuntime& rt = GpuRuntime::Get();
+  int halves = 0;
+  s.prefix_lens = {1500, 0, 333}, s.draft_lens = {16, 5, 3}, s.padded_requests = 1, s.padded_draft = 2;
+  for (auto mask : {kernels::MaskKind::kBool, kernels::MaskKind::kPacked}) {
+    s.mask = mask;
+    const MlaCase c = reference::MakeCase(s);
+    for (int splits : {0, 1, 2}) {
+      StatusOr<kernels::MlaVerifyPlan> plan = PlanFor(family, c, rt.device, splits);
+      EXPECT_TRUE(plan.ok()) << plan.status();
+      if (!plan.ok()) return halves;
+      halves += plan->half_tiles;
+      StatusOr<RunResult> got = RunOnce(family, c, splits);
+      StatusOr<RunResult> want = RunOnce(whole, c, splits);
+      EXPECT_TRUE(got.ok() && want.ok()) << got.status() << " / " << want.status();
+      if (!got.ok() || !want.ok()) return halves;
+      const std::string at = std::string(family.name) + ", splits " + std::to_string(splits) +
+                             (mask == kernels::MaskKind::kBool ? ", bool mask" : ", packed mask");
+      EXPECT_TRUE(SameBits(got->o, want->o)) << "o, " << at;
+      EXPECT_TRUE(SameBits(got->lse, want->lse)) << "lse, " << at;
+      EXPECT_EQ(got->error_word, want->error_word) << at;
+    }
+  }
+  return halves;
+}
+
+// How many of those plans should have half tiles: some on sm_90a's own tile, none elsewhere.
+void ExpectHalvesWhereTheTileHasThem(const Family& family, int halves) {
+  if (family.plan == &kernels::PlanMlaVerify && family.tile == 0 && GpuRuntime::Get().device.cc_major == 9) {
+    EXPECT_GT(halves, 0) << "sm_90a plans half tiles for these short prefixes";
+  } else {
+    EXPECT_EQ(halves, 0) << "half tiles are sm_90a's tile's only";
+  }
+}
+
+TEST_P(MlaVerifyGpu, HalfTilesEqualWholeTilesBitwise) {
+  CaseSpec s;
+  s.seed = 95, s.num_heads = 8, s.tree = TreeKind::kRandom;
+  ExpectHalvesWhereTheTileHasThem(family(), ExpectHalfTilesEqualWholeTilesBitwise(family(), s));
+}
+
 CaseSpec MediumSpec(uint64_t seed) {
   CaseSpec s;
   s.seed = seed, s.num_heads = 8, s.prefix_lens = {3001, 17, 700}, s.draft_lens = {16, 7, 33};
@@ -510,6 +556,13 @@ TEST_P(MlaVerifyFp8Gpu, RandomShapesMatchTheFloat64Reference) {
 // Every finite e4m3 value in V (q zero on the value dims: the scores come from the rope dims, so the
 // weights stay spread over the keys), then in every dim of K and V (scores of hundreds: o is the
 // value row of the key that wins, with every code in it).
+TEST_P(MlaVerifyFp8Gpu, HalfTilesEqualWholeTilesBitwise) {
+  if (!PlansFp8(family(), GpuRuntime::Get().device)) GTEST_SKIP() << "no fp8 cache in this family";
+  CaseSpec s;
+  s.seed = 96, s.num_heads = 8, s.tree = TreeKind::kRandom;
+  ExpectHalvesWhereTheTileHasThem(family(), ExpectHalfTilesEqualWholeTilesBitwise(family(), Fp8(s)));
+}
+
 TEST_P(MlaVerifyFp8Gpu, EveryE4m3CodeDecodesExactly) {
   CaseSpec s;
   s.seed = 3101, s.num_heads = 8, s.prefix_lens = {300, 41}, s.draft_lens = {4, 2}, s.tree = TreeKind::kBushy;

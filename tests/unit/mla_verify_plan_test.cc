@@ -210,6 +210,30 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
   EXPECT_FALSE(old_arch->main.programmatic_dependent);
 }
 
+// sm_90a's 64-row tile: each CTA covers 32 rows where twice the m-tiles still fit the split grid in
+// one wave (short prefixes), so that Q spreads over twice the SMs; never on another tile.
+TEST(MlaVerifyPlanTest, HalfTilesWhereTwiceTheMTilesFitOneWave) {
+  auto p1k = PlanMlaVerify(Problem(1, 8, 16, 1024), H200());  // 128 rows
+  ASSERT_TRUE(p1k.ok()) << p1k.status();
+  EXPECT_TRUE(p1k->half_tiles);
+  EXPECT_EQ(p1k->main.grid[0], 4u);
+  EXPECT_LE(4 * (p1k->num_splits + 1), H200().sm_count);
+  auto whole = PlanMlaVerify(Problem(1, 8, 16, 1024), H200(), {.half_tiles = false});
+  EXPECT_FALSE(whole->half_tiles);
+  EXPECT_EQ(whole->main.grid[0], 2u);
+  EXPECT_EQ(whole->num_splits, p1k->num_splits);
+  auto p64k = PlanMlaVerify(Problem(1, 8, 16, 65536), H200());  // a full wave of whole tiles already
+  EXPECT_FALSE(p64k->half_tiles);
+  EXPECT_EQ(p64k->main.grid[0], 2u);
+  auto odd = PlanMlaVerify(Problem(1, 8, 5, 1024), H200());  // 40 rows: one whole tile, two halves
+  EXPECT_EQ(odd->main.grid[0], odd->half_tiles ? 2u : 1u);
+  for (int tile = 1; tile < mla::kNumTileIds; ++tile) {
+    auto forced = PlanMlaVerify(Problem(1, 8, 16, 1024), H200(), {.tile = tile});
+    ASSERT_TRUE(forced.ok()) << forced.status();
+    EXPECT_FALSE(forced->half_tiles) << tile;
+  }
+}
+
 TEST(MlaVerifyPlanTest, SplitsFillTheMachineForLongPrefixesOnly) {
   // bs1 H8 D16 P64k: 2 row tiles; the prefix must be spread over most of the 132 SMs.
   auto big = PlanMlaVerify(Problem(1, 8, 16, 65536), H200());

@@ -77,6 +77,10 @@ struct MlaVerifyPlanOptions {
   // of the kernel before it in the stream (its CTAs wait for that grid before reading anything);
   // false: a plain launch, after that kernel has completed.
   bool programmatic_split = true;
+  // sm_90a's tile: where twice its m-tiles still fit the split grid in one wave (short prefixes),
+  // each CTA covers 32 of a tile's 64 rows, so that Q's bytes and the partial O spread over twice
+  // the SMs (MlaVerifyPlan::half_tiles); false: whole tiles.
+  bool half_tiles = true;
 };
 
 // Device addresses (all on the launching device). lse == 0 when not written.
@@ -140,6 +144,7 @@ struct MlaVerifyPlan {
   bool e4m3_mma() const { return !tree_kernel.empty(); }
   Fp8Numerics fp8_numerics = Fp8Numerics::kDequant;  // what the plan was made for (fp8 caches)
   int combine_row_parts = 1;   // mla_verify: the combine's layout as traits.h encodes it (CombineIsWide)
+  bool half_tiles = false;     // mla_verify: each split CTA covers half its tile's rows (kHalfTileBit)
 };
 
 }  // namespace kjit::kernels

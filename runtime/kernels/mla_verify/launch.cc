@@ -93,7 +93,8 @@ mla::MlaVerifyParams MakeParams(const MlaVerifyPlan& plan, const MlaVerifyProble
   params.num_splits = plan.num_splits;
   params.rows_cap = static_cast<int>(rows_cap);
   const bool fp8_round = p.kv_dtype == KvDtype::kFp8E4m3 && p.fp8_numerics == Fp8Numerics::kFp8;
-  params.flags = (p.is_causal ? mla::kCausalBit : 0) | (fp8_round ? mla::kFp8RoundBit : 0);
+  params.flags = (p.is_causal ? mla::kCausalBit : 0) | (fp8_round ? mla::kFp8RoundBit : 0) |
+                 (plan.half_tiles ? mla::kHalfTileBit : 0);
   params.prefix_scale_log2 = p.sm_scale * p.k_scale * kLog2e;
   params.tree_scale_log2 = p.sm_scale * kLog2e;
   params.v_scale = p.v_scale;
@@ -132,7 +133,7 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
     return Invalid("plan geometry does not match the problem; re-plan");
   if (plan.main.grid[1] != static_cast<unsigned>(p.batch) ||
       plan.main.grid[2] != static_cast<unsigned>(plan.num_splits) + (tree_launch ? 0 : 1) ||
-      plan.main.grid[0] * plan.main.block[0] == 0 ||
+      plan.main.grid[0] * plan.main.block[0] == 0 || (plan.half_tiles && plan.main.grid[0] != (rows_cap + 31) / 32) ||
       plan.combine_row_parts == 0 || mla::CombinePartsOf(plan.combine_row_parts) > mla::kCombineMaxRowParts ||
       plan.combine.grid[0] != mla::CombineCtasPerRequest(rows_cap, plan.combine_row_parts, plan.num_splits + 1))
     return Invalid("plan geometry does not match the problem; re-plan");

@@ -350,6 +350,13 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
 
   const unsigned rows_cap = static_cast<unsigned>(p.max_draft * p.num_heads);
   plan.main.grid[0] = (rows_cap + tile.rows - 1) / tile.rows;
+  {
+    const unsigned halves = (rows_cap + tile.rows / 2 - 1) / (tile.rows / 2);
+    const long long ctas = static_cast<long long>(halves) * p.batch * (plan.num_splits + 1);
+    plan.half_tiles = options.half_tiles && options.tile == mla::kTileArch && mla::UsesWgmmaTile(dev.cc_major) &&
+                      halves > plan.main.grid[0] && ctas <= dev.sm_count;
+    if (plan.half_tiles) plan.main.grid[0] = halves;
+  }
   plan.main.grid[1] = static_cast<unsigned>(p.batch);
   // Prefix chunks 1..num_splits, then the draft tree (split 0) as the last slab: launched last.
   plan.main.grid[2] = static_cast<unsigned>(plan.num_splits) + 1;
