@@ -62,7 +62,8 @@ constexpr int kCausalBit = 1;    // MlaVerifyParams::flags bits
 constexpr int kFp8RoundBit = 2;
 constexpr int kTreeLaunchBit = 4;
 // sm_90a's 64-row tiles: each split CTA covers 32 rows (m-tile x of the grid: rows 32x..32x+31),
-// the rest of its tile empty, so that a short-prefix launch spreads Q over twice the SMs.
+// the rest of its tile empty, so that a short-prefix launch writes half the partial O per CTA
+// (the plan sets it where twice the CTAs take at most three quarters of the SMs).
 constexpr int kHalfTileBit = 8;
 
 // Error bits (same values as runtime/kernels/mla_verify/args.h's MlaVerifyError).

@@ -211,13 +211,15 @@ TEST(MlaVerifyPlanTest, GeometryAndWorkspaceFollowTheProblem) {
 }
 
 // sm_90a's 64-row tile: each CTA covers 32 rows where twice the m-tiles still fit the split grid in
-// one wave (short prefixes), so that Q spreads over twice the SMs; never on another tile.
-TEST(MlaVerifyPlanTest, HalfTilesWhereTwiceTheMTilesFitOneWave) {
+// three quarters of the SMs (short prefixes); never on another tile.
+TEST(MlaVerifyPlanTest, HalfTilesWhereTwiceTheMTilesFitThreeQuartersOfTheSms) {
   auto p1k = PlanMlaVerify(Problem(1, 8, 16, 1024), H200());  // 128 rows
   ASSERT_TRUE(p1k.ok()) << p1k.status();
   EXPECT_TRUE(p1k->half_tiles);
   EXPECT_EQ(p1k->main.grid[0], 4u);
-  EXPECT_LE(4 * (p1k->num_splits + 1), H200().sm_count);
+  EXPECT_LE(4 * 4 * (p1k->num_splits + 1), 3 * H200().sm_count);
+  auto p2k = PlanMlaVerify(Problem(1, 8, 16, 2048), H200());  // 4 halves x 33 slabs: a whole wave
+  EXPECT_FALSE(p2k->half_tiles);
   auto whole = PlanMlaVerify(Problem(1, 8, 16, 1024), H200(), {.half_tiles = false});
   EXPECT_FALSE(whole->half_tiles);
   EXPECT_EQ(whole->main.grid[0], 2u);

@@ -77,9 +77,9 @@ struct MlaVerifyPlanOptions {
   // of the kernel before it in the stream (its CTAs wait for that grid before reading anything);
   // false: a plain launch, after that kernel has completed.
   bool programmatic_split = true;
-  // sm_90a's tile: where twice its m-tiles still fit the split grid in one wave (short prefixes),
-  // each CTA covers 32 of a tile's 64 rows, so that Q's bytes and the partial O spread over twice
-  // the SMs (MlaVerifyPlan::half_tiles); false: whole tiles.
+  // sm_90a's tile: where twice its m-tiles still fit the split grid in three quarters of the SMs
+  // (short prefixes), each CTA covers 32 of a tile's 64 rows, so that each writes half the partial
+  // O (MlaVerifyPlan::half_tiles); false: whole tiles.
   bool half_tiles = true;
 };
 

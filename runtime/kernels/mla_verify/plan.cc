@@ -353,8 +353,11 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   {
     const unsigned halves = (rows_cap + tile.rows / 2 - 1) / (tile.rows / 2);
     const long long ctas = static_cast<long long>(halves) * p.batch * (plan.num_splits + 1);
+    // Within three quarters of the SMs: at a whole wave (P2k's 132 CTAs on an H100) the e4m3-MMA
+    // sequence ran 3% slower with half tiles, and P1k's 68 CTAs 2-5% faster
+    // (bench/results/kernel_bench-2026-12-07-h100-half-tiles.md).
     plan.half_tiles = options.half_tiles && options.tile == mla::kTileArch && mla::UsesWgmmaTile(dev.cc_major) &&
-                      halves > plan.main.grid[0] && ctas <= dev.sm_count;
+                      halves > plan.main.grid[0] && 4 * ctas <= 3 * static_cast<long long>(dev.sm_count);
     if (plan.half_tiles) plan.main.grid[0] = halves;
   }
   plan.main.grid[1] = static_cast<unsigned>(p.batch);
