@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""kjitd's limits from Python gRPC clients: system shared memory over TCP only when allowed, the caps
+on messages, sessions, rings and memory and each user's share of them, index pointers in sparse
+objects, connections that never speak, descriptors kept for connected clients, and log lines.
+
+usage: test_kjitd_limits.py --kjitd PATH --stubs DIR --descriptors FILE
+"""
+import os
+import socket
+import tempfile
+import threading
+import time
+import unittest
+from multiprocessing import shared_memory
+
+import kjitd_e2e as e2e
+from kjitd_e2e import OPTIONS, Daemon, make_infer_request, stubs
+
+
+class LimitsTest(unittest.TestCase):
+    def free_port(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def register_over_tcp(self, extra):
+        grpc, _, _, pb, pbg, _, _ = stubs()
+        port = self.free_port()
+        d = Daemon(["--listen", f"127.0.0.1:{port}", *extra])
+        shm = shared_memory.SharedMemory(create=True, size=4096)
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}", options=OPTIONS)
+        try:
+            grpc.channel_ready_future(ch).result(timeout=30)
+            try:
+                pbg.GRPCInferenceServiceStub(ch).SystemSharedMemoryRegister(
+                    pb.SystemSharedMemoryRegisterRequest(name="t", key="/" + shm.name, byte_size=64), timeout=10)
+                return grpc.StatusCode.OK, ""
+            except grpc.RpcError as e:
+                return e.code(), e.details()
+        finally:
+            ch.close()
+            shm.close()
+            shm.unlink()
+            self.assertEqual(d.stop(), 0)
+
+    def test_system_shared_memory_over_tcp_only_when_allowed(self):
+        grpc = stubs()[0]
+        code, message = self.register_over_tcp([])
+        self.assertEqual(code, grpc.StatusCode.PERMISSION_DENIED)
+        self.assertIn("--allow-tcp-system-shm", message)
+        self.assertEqual(self.register_over_tcp(["--allow-tcp-system-shm"])[0], grpc.StatusCode.OK)
+
+    def test_message_size_sessions_and_rings_are_capped(self):
+        from kjit import LaunchRing
+        grpc, _, _, pb, pbg, kpb, kpbg = stubs()
+        d = Daemon(["--max-request-bytes", "65536", "--max-sessions", "2", "--max-rings", "1"])
+        infer = pbg.GRPCInferenceServiceStub(d.channel)
+        kernels = kpbg.KernelServiceStub(d.channel)
+        rings, stops = [], []
+        try:
+            big = pb.ModelInferRequest(model_name="mla_verify", raw_input_contents=[b"\0" * 100000])
+            with self.assertRaises(grpc.RpcError) as ctx:
+                infer.ModelInfer(big, timeout=10)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertTrue(infer.ServerLive(pb.ServerLiveRequest()).live)
+
+            streams = []  # a stream the test drops would be cancelled, ending its session
+
+            def session():
+                stop = threading.Event()
+                stops.append(stop)
+                def requests():
+                    yield kpb.SessionRequest(client_name="cap")
+                    stop.wait()
+                streams.append(kernels.OpenSession(requests()))
+                return streams[-1]
+            first = session()
+            self.assertTrue(next(first).session_id)
+            self.assertTrue(next(session()).session_id)
+            with self.assertRaises(grpc.RpcError) as ctx:
+                next(session())
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertIn("--max-sessions", ctx.exception.details())
+            stops[0].set()  # the first session ends: room for another
+            deadline = time.time() + 10
+            while True:
+                try:
+                    self.assertTrue(next(session()).session_id)
+                    break
+                except grpc.RpcError:
+                    self.assertLess(time.time(), deadline)
+                    time.sleep(0.05)
+
+            for name in ("r1", "r2"):
+                ring = LaunchRing(1 << 16)
+                rings.append(ring)
+                infer.SystemSharedMemoryRegister(
+                    pb.SystemSharedMemoryRegisterRequest(name=name, key=ring.key, byte_size=ring.nbytes))
+            kernels.OpenRing(kpb.OpenRingRequest(region="r1"))
+            with self.assertRaises(grpc.RpcError) as ctx:
+                kernels.OpenRing(kpb.OpenRingRequest(region="r2"))
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            kernels.CloseRing(kpb.CloseRingRequest(region="r1"))
+            kernels.OpenRing(kpb.OpenRingRequest(region="r2"))
+            # A ring's requests are held to --max-request-bytes as gRPC messages are, whatever the
+            # ring's capacity: the poller copies them into kjitd's memory.
+            kernels.CloseRing(kpb.CloseRingRequest(region="r2"))
+            wide = LaunchRing(1 << 19)
+            rings.append(wide)
+            infer.SystemSharedMemoryRegister(
+                pb.SystemSharedMemoryRegisterRequest(name="wide", key=wide.key, byte_size=wide.nbytes))
+            kernels.OpenRing(kpb.OpenRingRequest(region="wide"))
+            self.assertGreater(wide.capacity, 100000)
+            code, message, response = wide.call(big.SerializeToString())
+            self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED.value[0])
+            self.assertIn("--max-request-bytes", message)
+            self.assertEqual(response, b"")
+            small = pb.ModelInferRequest(model_name="no_such_model")
+            with self.assertRaises(grpc.RpcError) as ctx:
+                infer.ModelInfer(small, timeout=10)
+            code, message, _ = wide.call(small.SerializeToString())  # a small one is served as before
+            self.assertEqual(code, ctx.exception.code().value[0])
+            self.assertEqual(message, ctx.exception.details())
+        finally:
+            for s in stops:
+                s.set()
+            for r in rings:
+                r.close()
+            self.assertEqual(d.stop(), 0)
+
+    def test_one_user_holds_three_quarters_of_a_limit(self):
+        # Every limit counts all clients together: one user could take every session and ring. It
+        # now gets three quarters of each (the rest is another user's), with a message that says so.
+        from kjit import LaunchRing
+        grpc, _, _, pb, pbg, kpb, kpbg = stubs()
+        d = Daemon(["--max-sessions", "4", "--max-rings", "4"])
+        infer = pbg.GRPCInferenceServiceStub(d.channel)
+        kernels = kpbg.KernelServiceStub(d.channel)
+        stop, rings = threading.Event(), []
+
+        def requests():
+            yield kpb.SessionRequest(client_name="share")
+            stop.wait()
+        streams = []
+        try:
+            for _ in range(3):
+                streams.append(kernels.OpenSession(requests()))
+                self.assertTrue(next(streams[-1]).session_id)
+            streams.append(kernels.OpenSession(requests()))
+            with self.assertRaises(grpc.RpcError) as ctx:
+                next(streams[-1])
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertIn("3 open sessions, three quarters of kjitd's limit of 4", ctx.exception.details())
+            for i in range(4):
+                ring = LaunchRing(1 << 16)
+                rings.append(ring)
+                infer.SystemSharedMemoryRegister(
+                    pb.SystemSharedMemoryRegisterRequest(name=f"r{i}", key=ring.key, byte_size=ring.nbytes))
+            for i in range(3):
+                kernels.OpenRing(kpb.OpenRingRequest(region=f"r{i}"))
+            with self.assertRaises(grpc.RpcError) as ctx:
+                kernels.OpenRing(kpb.OpenRingRequest(region="r3"))
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertIn("3 launch rings open, three quarters of kjitd's limit of 4", ctx.exception.details())
+        finally:
+            stop.set()
+            for r in rings:
+                r.close()
+            self.assertEqual(d.stop(), 0)
+
+    def test_a_long_client_name_ends_its_session(self):
+        # Each session's stream kept the longest client_name it was sent (two copies) for its life:
+        # 256 sessions could hold 64 GiB. A name over 256 bytes now ends the session.
+        grpc, _, _, _, _, kpb, kpbg = stubs()
+        d = Daemon()
+        kernels = kpbg.KernelServiceStub(d.channel)
+        try:
+            stream = kernels.OpenSession(iter([kpb.SessionRequest(client_name="x" * (1 << 20))]), timeout=30)
+            self.assertTrue(next(stream).session_id)
+            with self.assertRaises(grpc.RpcError) as ctx:
+                next(stream)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn("client_name has 1048576 bytes; at most 256", ctx.exception.details())
+            stream = kernels.OpenSession(iter([kpb.SessionRequest(client_name="y" * 256)]), timeout=30)
+            self.assertTrue(next(stream).session_id)
+            with self.assertRaises(StopIteration):  # ends OK when the client ends its side
+                next(stream)
+        finally:
+            self.assertEqual(d.stop(), 0)
+
+    def test_index_pointers_in_a_huge_sparse_object_cost_no_memory(self):
+        # qo_indptr declared as 2^27 INT64 entries (1 GiB) of a sparse object: refused from the shapes
+        # (batch <= 65535) before a byte of it is copied, by either family (the naive one copied and
+        # widened it: 9 GB resident for a 2 GiB object).
+        grpc, _, _, pb, pbg, _, _ = stubs()
+        d = Daemon()
+        infer = pbg.GRPCInferenceServiceStub(d.channel)
+        shm = shared_memory.SharedMemory(create=True, size=1 << 30)
+        try:
+            infer.SystemSharedMemoryRegister(
+                pb.SystemSharedMemoryRegisterRequest(name="huge", key="/" + shm.name, byte_size=1 << 30))
+            for model in ("mla_verify", "mla_verify_naive"):
+                self.refused_without_copying(d, infer, pb, model)
+        finally:
+            shm.close()
+            shm.unlink()
+            self.assertEqual(d.stop(), 0)
+
+    def refused_without_copying(self, d, infer, pb, model):
+        # The request of make_infer_request with its three index pointers (B + 1 = 2^27 entries each,
+        # consistent, so that the batch bound is what refuses it) in the sparse region "huge".
+        grpc = stubs()[0]
+        inline = make_infer_request(pb)
+        req = pb.ModelInferRequest()
+        req.CopyFrom(inline)
+        req.model_name = model
+        del req.raw_input_contents[:]
+        for t, raw in zip(req.inputs, inline.raw_input_contents):
+            if t.name not in ("qo_indptr", "kv_indptr", "mask_indptr"):
+                req.raw_input_contents.append(raw)
+                continue
+            t.datatype = "INT64"
+            del t.shape[:]
+            t.shape.append(1 << 27)
+            t.parameters["shared_memory_region"].string_param = "huge"
+            t.parameters["shared_memory_byte_size"].int64_param = 1 << 30
+
+        def rss_kib():
+            with open(f"/proc/{d.proc.pid}/status") as f:
+                return int(next(l for l in f if l.startswith("VmHWM:")).split()[1])
+        before = rss_kib()
+        with self.assertRaises(grpc.RpcError) as ctx:
+            infer.ModelInfer(req, timeout=30)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, ctx.exception.details())
+        self.assertIn("batch", ctx.exception.details(), model)
+        self.assertLess(rss_kib() - before, 64 * 1024, model)  # peak resident growth under 64 MiB
+
+    def test_out_of_memory_is_an_error_not_an_abort(self):
+        # kjitd under an address-space limit that holds gRPC's copy of a 192 MiB request but not
+        # kjitd's own: std::bad_alloc used to escape the ModelInfer thread and abort the daemon.
+        import resource
+        grpc, _, _, pb, pbg, _, _ = stubs()
+        d = Daemon(["--max-request-bytes", str(1 << 30)],
+                   preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)))
+        try:
+            infer = pbg.GRPCInferenceServiceStub(d.channel)
+            with open(f"/proc/{d.proc.pid}/status") as f:
+                vm_kib = int(next(l for l in f if l.startswith("VmSize:")).split()[1])
+            room = (3 << 30) - vm_kib * 1024
+            size = int(room * 0.45)  # gRPC's slices fit, kjitd's contiguous copy beside them does not
+            big = pb.ModelInferRequest(model_name="mla_verify", raw_input_contents=[b"\0" * size])
+            codes = set()
+            for _ in range(3):
+                try:
+                    infer.ModelInfer(big, timeout=60)
+                except grpc.RpcError as e:
+                    codes.add(e.code())
+            self.assertIsNone(d.proc.poll(), "kjitd exited")
+            self.assertTrue(infer.ServerLive(pb.ServerLiveRequest()).live)
+            self.assertIn(grpc.StatusCode.RESOURCE_EXHAUSTED, codes)
+        finally:
+            self.assertEqual(d.stop(), 0)
+
+    def test_silent_connections_are_closed_and_descriptors_kept_for_clients(self):
+        # kjitd under a limit of 256 descriptors, 300 connections that never send a byte: gRPC kept
+        # such connections for good, and once the descriptors ran out neither new nor connected
+        # clients could do anything that needs one. Now connections past the reserve (64 here) are
+        # refused, a connected client still registers memory, and the silent ones close within 10 s.
+        import resource
+        grpc, _, _, pb, pbg, _, _ = stubs()
+        log = tempfile.TemporaryFile(mode="w+")
+        d = Daemon(stderr=log, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+        infer = pbg.GRPCInferenceServiceStub(d.channel)
+        objects, silent = [], []
+
+        def fds():
+            return len(os.listdir(f"/proc/{d.proc.pid}/fd"))
+
+        def register(name):
+            shm = shared_memory.SharedMemory(create=True, size=4096)
+            objects.append(shm)
+            infer.SystemSharedMemoryRegister(
+                pb.SystemSharedMemoryRegisterRequest(name=name, key="/" + shm.name, byte_size=4096), timeout=10)
+        try:
+            register("before")
+            before = fds()
+            for _ in range(300):
+                c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                c.connect(d.socket)
+                silent.append(c)
+            time.sleep(0.5)
+            self.assertLessEqual(fds(), 256 - 64 + 2)
+            register("during")  # the reserve: a connected client is still served
+            self.assertTrue(infer.ServerLive(pb.ServerLiveRequest(), timeout=10).live)
+            deadline = time.time() + 15
+            while fds() > before + 2:
+                self.assertLess(time.time(), deadline, f"{fds()} descriptors open, {before} before")
+                time.sleep(0.2)
+            for c in silent:  # each was closed by the daemon: refused, or silent too long
+                c.settimeout(5)
+                self.assertEqual(c.recv(1), b"")
+            fresh = grpc.insecure_channel(d.target, options=OPTIONS)
+            try:
+                self.assertTrue(pbg.GRPCInferenceServiceStub(fresh).ServerLive(pb.ServerLiveRequest(), timeout=10).live)
+            finally:
+                fresh.close()
+        finally:
+            for c in silent:
+                c.close()
+            for shm in objects:
+                shm.close()
+                shm.unlink()
+            self.assertEqual(d.stop(), 0)
+        log.seek(0)
+        text = log.read()
+        log.close()
+        self.assertIn("refusing connections on the Unix socket", text)
+
+    def test_library_errors_are_rate_limited_and_client_text_stays_on_one_line(self):
+        grpc, _, _, pb, pbg, kpb, kpbg = stubs()
+        log = tempfile.TemporaryFile(mode="w+")
+        d = Daemon(["--log-level", "info"], stderr=log)
+        try:
+            # A ModelInferRequest whose model_name (a proto3 string) is not UTF-8: protobuf logs an
+            # error for each such message it parses.
+            raw = d.channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                                        request_serializer=lambda b: b, response_deserializer=lambda b: b)
+            for _ in range(300):
+                with self.assertRaises(grpc.RpcError):
+                    raw(b"\x0a\x02\xff\xfe", timeout=10)
+            def requests():
+                yield kpb.SessionRequest(client_name="x\nkjitd error: forged")
+            for _ in kpbg.KernelServiceStub(d.channel).OpenSession(requests()):
+                pass
+            time.sleep(0.3)
+        finally:
+            self.assertEqual(d.stop(), 0)
+        log.seek(0)
+        lines = log.read().splitlines()
+        log.close()
+        utf8 = [l for l in lines if "UTF-8" in l]
+        self.assertGreaterEqual(len(utf8), 1, lines[-20:])
+        self.assertLessEqual(len(utf8), 3, utf8)
+        self.assertFalse([l for l in lines if l.startswith("kjitd error: forged")], lines)
+
+
+if __name__ == "__main__":
+    e2e.main()
