@@ -13,6 +13,7 @@ namespace kjit::kernels {
 inline constexpr int kMlaKDim = 576;  // latent 512 + rope 64
 inline constexpr int kMlaVDim = 512;
 inline constexpr int kMlaMaxDraft = 64;  // draft tokens per request (D_b)
+inline constexpr int kMlaMaxBatch = 65535;  // requests per launch (B: the split grid's y)
 
 enum class MaskKind : int {
   kBool = 0,    // bool/uint8: per request D_b rows x (P_b + D_b) cols from mask_indptr[b]; last D_b cols read

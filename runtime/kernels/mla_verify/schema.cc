@@ -292,9 +292,12 @@ StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inpu
   KJIT_RETURN_IF_ERROR(Dim(kv, 2, kMlaKDim, "latent 512 + rope 64"));
   const TensorDesc& qo = in(kInQoIndptr);
   KJIT_RETURN_IF_ERROR(CheckTensor(qo, MlaVerifyInputSchema()[kInQoIndptr], true));
+  // Bounded here, for every family, before the index pointers are copied to the host and checked:
+  // a batch in the billions of a sparse shared-memory object would cost gigabytes.
   const int64_t b = qo.shape[0] - 1;
-  if (b < 1 || b > std::numeric_limits<int>::max() - 1) {
-    return Bad("qo_indptr", absl::StrCat("needs B+1 >= 2 entries, got ", qo.shape[0]));
+  if (b < 1 || b > kMlaMaxBatch) {
+    return Bad("qo_indptr", absl::StrCat("needs B+1 entries for a batch of B = 1 to ", kMlaMaxBatch,
+                                         " requests, got ", qo.shape[0]));
   }
   const TensorDesc& kvp = in(kInKvIndptr);
   KJIT_RETURN_IF_ERROR(CheckTensor(kvp, MlaVerifyInputSchema()[kInKvIndptr], true));

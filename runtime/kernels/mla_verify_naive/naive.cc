@@ -39,11 +39,6 @@ Status CheckMlaVerifyNaiveLimits(const MlaVerifyProblem& p) {
   if (p.batch < 0 || p.num_slots < 0 || p.num_kv_indices < 0 || p.mask_len < 0) {
     return absl::InvalidArgumentError("mla_verify_naive: negative batch or buffer size");
   }
-  // The fast family's bound too: the index pointers are copied to the host and checked there, so a
-  // batch the schema allows (up to 2^31 - 2) would make a sparse shared-memory object cost gigabytes.
-  if (p.batch > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("mla_verify_naive: batch ", p.batch, " not in [0, 65535]"));
-  }
   if (p.mask_kind != MaskKind::kBool && p.mask_kind != MaskKind::kPacked) {
     return absl::InvalidArgumentError("mla_verify_naive: unknown mask kind");
   }

@@ -21,8 +21,7 @@ inline constexpr std::string_view kMlaVerifyNaiveSource = "mla_verify_naive/mla_
 std::string_view MlaVerifyNaiveSpecialization(MaskKind mask);
 std::string_view MlaVerifyNaiveNameExpression(MaskKind mask);
 
-// InvalidArgument for sizes the kernel cannot take (H < 1 or > 65535, N > 2^31 - 1, batch > 65535,
-// negative sizes).
+// InvalidArgument for sizes the kernel cannot take (H < 1 or > 65535, N > 2^31 - 1, negative sizes).
 Status CheckMlaVerifyNaiveLimits(const MlaVerifyProblem& problem);
 
 // Grid (N, H), 128 threads, no dynamic shared memory; workspace = the error word only. Checks the
