@@ -84,14 +84,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Says `what` once a second at most (per call site's `last`).
-void WarnAtMostEachSecond(Clock::time_point* last, const std::string& what) {
-  const auto now = Clock::now();
-  if (now - *last < std::chrono::seconds(1)) return;
-  *last = now;
-  Log(LogLevel::kWarn, what);
-}
-
 int NofileLimit() {
   rlimit r{};
   if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY || r.rlim_cur > (1u << 30)) return 1 << 30;
@@ -100,9 +92,10 @@ int NofileLimit() {
 
 }  // namespace
 
-int UnixListener::reserved_fds() { return std::max(64, NofileLimit() / 8); }
-
 void UnixListener::Loop(grpc::Server* server) {
+  // kjitd raised its limit before it listened (server.cc), and nothing lowers it.
+  const int limit = NofileLimit();
+  const int reserved = std::max(64, limit / 8);
   // Accepted connections that have sent nothing yet, with when they were accepted (oldest first).
   struct Waiting {
     int fd;
@@ -110,7 +103,6 @@ void UnixListener::Loop(grpc::Server* server) {
   };
   std::vector<Waiting> waiting;
   std::vector<pollfd> fds;
-  Clock::time_point warned_accept{}, warned_refused{};
   auto close_waiting = [&] {
     for (const Waiting& w : waiting) close(w.fd);
   };
@@ -150,22 +142,20 @@ void UnixListener::Loop(grpc::Server* server) {
     const int conn = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (conn < 0) {
       if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) continue;
-      // EMFILE, ENFILE, ENOBUFS, ENOMEM: out of descriptors or memory for now. Say so once a
-      // second at most, and wait a little rather than spin.
-      WarnAtMostEachSecond(&warned_accept,
-                           absl::StrCat("cannot accept a connection on the Unix socket: ", std::strerror(errno)));
+      // EMFILE, ENFILE, ENOBUFS, ENOMEM: out of descriptors or memory for now. Say so now and
+      // then, and wait a little rather than spin.
+      LogRateLimited(LogLevel::kWarn, "unix-accept",
+                     absl::StrCat("cannot accept a connection on the Unix socket: ", std::strerror(errno)));
       poll(fds.data() + 1, 1, 10);
       continue;
     }
     // Descriptors are allocated lowest first: one this high means nearly every lower one is open.
-    const int limit = NofileLimit();
-    if (conn >= limit - reserved_fds()) {
+    if (conn >= limit - reserved) {
       close(conn);
-      WarnAtMostEachSecond(&warned_refused,
-                           absl::StrCat("refusing connections on the Unix socket: descriptors 0 to ", conn - 1,
-                                        " of ", limit, " are open, and ", reserved_fds(),
-                                        " are kept for the clients already connected (raise the process's "
-                                        "RLIMIT_NOFILE, or close idle connections)"));
+      LogRateLimited(LogLevel::kWarn, "unix-refused",
+                     absl::StrCat("refusing connections on the Unix socket: descriptors 0 to ", conn - 1, " of ",
+                                  limit, " are open, and ", reserved, " are kept for the clients already connected "
+                                  "(raise the process's RLIMIT_NOFILE, or close idle connections)"));
       continue;
     }
     waiting.push_back({conn, Clock::now()});

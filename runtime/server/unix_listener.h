@@ -27,12 +27,11 @@ class UnixListener {
 
   // Accepts connections on a thread of its own and gives each to `server` (started) once it has
   // sent its first bytes; one that sends nothing for kFirstBytesWithin is closed (gRPC would keep
-  // it, and its descriptor, for good). A connection is refused (closed at once) while fewer than
-  // reserved_fds() descriptors would stay free, so that the clients already connected can still
-  // open their shared memory objects and the cache its files.
+  // it, and its descriptor, for good). A connection is refused (closed at once) while fewer than an
+  // eighth of RLIMIT_NOFILE (at least 64) descriptors would stay free, so that the clients already
+  // connected can still open their shared memory objects and the cache its files.
   void Serve(grpc::Server* server);
   static constexpr std::chrono::seconds kFirstBytesWithin{10};
-  static int reserved_fds();
   // Stops accepting (pending connections are refused) and closes the socket; the path stays.
   void Stop();
   // Connections handed to gRPC so far.
