@@ -143,6 +143,7 @@ constexpr bool kHasFp8Variant = sizeof(SmemPlanFp8<Cfg>) <= (Cfg::kRows >= 64 ? 
 // shared-memory plan is WgmmaSmem.
 struct TileWgmma64x64 {
   static constexpr int kRows = 64;
+  static constexpr int kHalfRows = kRows / 2;  // a CTA's rows under kHalfTileBit (params.h)
   static constexpr int kKvTile = 64;
   static constexpr int kThreads = 384;
   // KJIT_WGMMA_REGS_BF16 / _FP8 = producer * 1000 + consumer registers (experiments only, kernel_bench

@@ -29,20 +29,18 @@ void RegionRegistry::SetMaxEntries(size_t max_entries) {
 }
 
 Status RegionRegistry::CheckRoomLocked(const std::string& owner) const {
+  constexpr char kAdvice[] = "unregister some, or register one region per allocation rather than per tensor";
   if (regions_.size() + events_.size() >= max_entries_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "kjitd holds ", max_entries_, " registered regions and events, its limit (--max-regions): unregister "
-        "some, or register one region per allocation rather than per tensor"));
+    return absl::ResourceExhaustedError(absl::StrCat("kjitd holds ", max_entries_,
+                                                     " registered regions and events, its limit (--max-regions): ", kAdvice));
   }
   if (owner.empty()) return absl::OkStatus();
   size_t mine = 0;
   for (const auto& [n, r] : regions_) mine += r->owner == owner;
   for (const auto& [n, e] : events_) mine += e->owner == owner;
   if (mine < IdentityShare(max_entries_)) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "this client's user holds ", mine, " registered regions and events, three quarters of kjitd's limit of ",
-      max_entries_, " (--max-regions; the rest is kept for other users): unregister some, or register one region "
-      "per allocation rather than per tensor"));
+  return absl::ResourceExhaustedError(absl::StrCat("this client's user holds ", mine, " registered regions and events, ",
+                                                   IdentityShareText(max_entries_, "--max-regions"), ": ", kAdvice));
 }
 
 void RegionRegistry::SetMaxSystemBytes(uint64_t max_bytes) {
@@ -51,11 +49,12 @@ void RegionRegistry::SetMaxSystemBytes(uint64_t max_bytes) {
 }
 
 Status RegionRegistry::CheckSystemRoomLocked(uint64_t bytes, const std::string& owner) const {
+  constexpr char kAdvice[] = "unregister some, or register smaller windows";
   if (bytes > max_system_bytes_ || system_bytes_ > max_system_bytes_ - bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "kjitd holds ", system_bytes_, " bytes of system shared memory regions; ", bytes,
-        " more would pass its limit of ", max_system_bytes_,
-        " (--max-system-shm-bytes): unregister some, or register smaller windows"));
+    return absl::ResourceExhaustedError(absl::StrCat("kjitd holds ", system_bytes_,
+                                                     " bytes of system shared memory regions; ", bytes,
+                                                     " more would pass its limit of ", max_system_bytes_,
+                                                     " (--max-system-shm-bytes): ", kAdvice));
   }
   if (owner.empty()) return absl::OkStatus();
   uint64_t mine = 0;
@@ -63,9 +62,8 @@ Status RegionRegistry::CheckSystemRoomLocked(uint64_t bytes, const std::string& 
   const uint64_t share = IdentityShare(max_system_bytes_);
   if (bytes <= share && mine <= share - bytes) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      "this client's user holds ", mine, " bytes of system shared memory regions; ", bytes,
-      " more would pass three quarters of kjitd's limit of ", max_system_bytes_,
-      " (--max-system-shm-bytes; the rest is kept for other users): unregister some, or register smaller windows"));
+      "this client's user holds ", mine, " bytes of system shared memory regions; ", bytes, " more would pass ",
+      IdentityShareText(max_system_bytes_, "--max-system-shm-bytes"), ": ", kAdvice));
 }
 
 uint64_t RegionRegistry::SystemRoom() const {

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace kjit::ipc {
 
 // Who asks: the request's session ("" outside one) and the client's identity ("" when there is
@@ -22,5 +24,10 @@ struct Scope {
 // quarters of it (all of a limit under 4), so that one user cannot take every slot from another.
 // Callers without an identity ("") are held to the limit alone.
 constexpr uint64_t IdentityShare(uint64_t limit) { return limit - limit / 4; }
+// How a refusal at that share names it: "three quarters of kjitd's limit of `limit` (`flag`; the
+// rest is kept for other users)".
+inline std::string IdentityShareText(uint64_t limit, const char* flag) {
+  return absl::StrCat("three quarters of kjitd's limit of ", limit, " (", flag, "; the rest is kept for other users)");
+}
 
 }  // namespace kjit::ipc

@@ -260,8 +260,8 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const ipc::Scope& se
   }
   if (!region->owner.empty() && mine >= ipc::IdentityShare(max_rings_)) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "this client's user has ", mine, " launch rings open, three quarters of kjitd's limit of ", max_rings_,
-        " (--max-rings; the rest is kept for other users): close one first"));
+        "this client's user has ", mine, " launch rings open, ", ipc::IdentityShareText(max_rings_, "--max-rings"),
+        ": close one first"));
   }
   rings_[name] =
       std::make_unique<RingPoller>(std::move(region), h.capacity, max_message_, regions_, &handler_, spin_,

@@ -39,8 +39,8 @@ StatusOr<std::string> SessionTable::Open(const std::string& client_name, grpc::S
     for (const auto& [open_id, e] : open_) mine += e.identity == identity;
     if (mine >= ipc::IdentityShare(max_sessions_)) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "this client's user has ", mine, " open sessions, three quarters of kjitd's limit of ", max_sessions_,
-          " (--max-sessions; the rest is kept for other users): close one first"));
+          "this client's user has ", mine, " open sessions, ", ipc::IdentityShareText(max_sessions_, "--max-sessions"),
+          ": close one first"));
     }
   }
   while (open_.count(id) != 0) id = RandomSessionId();

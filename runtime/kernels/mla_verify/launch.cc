@@ -133,7 +133,9 @@ Status LaunchMlaVerify(const KernelTable& kernels, const MlaVerifyPlan& plan, co
     return Invalid("plan geometry does not match the problem; re-plan");
   if (plan.main.grid[1] != static_cast<unsigned>(p.batch) ||
       plan.main.grid[2] != static_cast<unsigned>(plan.num_splits) + (tree_launch ? 0 : 1) ||
-      plan.main.grid[0] * plan.main.block[0] == 0 || (plan.half_tiles && plan.main.grid[0] != (rows_cap + 31) / 32) ||
+      plan.main.grid[0] * plan.main.block[0] == 0 ||
+      (plan.half_tiles && plan.main.grid[0] != (rows_cap + mla::TileWgmma64x64::kHalfRows - 1) /
+                                                   mla::TileWgmma64x64::kHalfRows) ||
       plan.combine_row_parts == 0 || mla::CombinePartsOf(plan.combine_row_parts) > mla::kCombineMaxRowParts ||
       plan.combine.grid[0] != mla::CombineCtasPerRequest(rows_cap, plan.combine_row_parts, plan.num_splits + 1))
     return Invalid("plan geometry does not match the problem; re-plan");

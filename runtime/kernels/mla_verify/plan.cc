@@ -46,8 +46,8 @@ Status CheckLimits(const MlaVerifyProblem& p) {
   const int h = p.num_heads;
   if (h != 8 && h != 16 && h != 32 && h != 64 && h != 128)
     return Invalid(absl::StrCat("num_heads = ", h, "; use 8, 16, 32, 64 or 128 heads per rank"));
-  if (p.batch < 1 || p.batch > 65535)
-    return Invalid(absl::StrCat("batch = ", p.batch, "; need 1 <= batch <= 65535"));
+  if (p.batch < 1 || p.batch > kMlaMaxBatch)
+    return Invalid(absl::StrCat("batch = ", p.batch, "; need 1 <= batch <= ", kMlaMaxBatch));
   if (p.num_q < 0 || p.num_q > std::numeric_limits<int32_t>::max())
     return Invalid(absl::StrCat("num_q = ", p.num_q, "; need 0 <= num_q < 2^31 (int32 qo_indptr)"));
   // An empty kv_cache is valid: every kv_indices entry is then out of range (masked and reported).
@@ -351,7 +351,8 @@ StatusOr<MlaVerifyPlan> PlanMlaVerify(const MlaVerifyProblem& p, const driver::D
   const unsigned rows_cap = static_cast<unsigned>(p.max_draft * p.num_heads);
   plan.main.grid[0] = (rows_cap + tile.rows - 1) / tile.rows;
   {
-    const unsigned halves = (rows_cap + tile.rows / 2 - 1) / (tile.rows / 2);
+    constexpr unsigned kHalf = mla::TileWgmma64x64::kHalfRows;  // the only tile with halves
+    const unsigned halves = (rows_cap + kHalf - 1) / kHalf;
     const long long ctas = static_cast<long long>(halves) * p.batch * (plan.num_splits + 1);
     // Within three quarters of the SMs: at a whole wave (P2k's 132 CTAs on an H100) the e4m3-MMA
     // sequence ran 3% slower with half tiles, and P1k's 68 CTAs 2-5% faster
