@@ -10,8 +10,9 @@ Status CheckSession(const std::string& session, const RegionRegistry::SessionOpe
   return absl::NotFoundError(absl::StrCat("session '", ClientText(session), "' has ended"));
 }
 
-// Unseen entries read as unregistered (another user's as if they did not exist); a session's entry
-// is pointed at the request's session.
+// Unseen entries read as unregistered (another user's are not even looked at: names are per
+// identity); an entry of the caller's identity in another session is pointed at the request's
+// session.
 std::string Unseen(const char* what, const std::string& name, const std::string& session) {
   return absl::StrCat(what, " '", ClientText(name), "' is not registered",
                       session.empty() ? "" : " in this request's session (kjit-session)");
@@ -84,7 +85,7 @@ void RegionRegistry::ForgetLocked(const Region& region) {
 Status RegionRegistry::AddRegion(std::shared_ptr<const Region> region, const SessionOpen& session_open) {
   std::lock_guard<std::mutex> lock(mu_);
   KJIT_RETURN_IF_ERROR(CheckSession(region->session, session_open));
-  if (regions_.count(region->name) != 0) {
+  if (regions_.count(Key(region->owner, region->name)) != 0) {
     return absl::AlreadyExistsError(
         absl::StrCat("shared memory region '", ClientText(region->name), "' is already registered"));
   }
@@ -93,13 +94,14 @@ Status RegionRegistry::AddRegion(std::shared_ptr<const Region> region, const Ses
     KJIT_RETURN_IF_ERROR(CheckSystemRoomLocked(region->system->size(), region->owner));
     system_bytes_ += region->system->size();
   }
-  regions_.emplace(region->name, std::move(region));
+  Key key(region->owner, region->name);
+  regions_.emplace(std::move(key), std::move(region));
   return absl::OkStatus();
 }
 
-bool RegionRegistry::HasRegion(const std::string& name) const {
+bool RegionRegistry::HasRegion(const std::string& owner, const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return regions_.count(name) != 0;
+  return regions_.count(Key(owner, name)) != 0;
 }
 
 void RegionRegistry::RemoveRegion(RegionKind kind, const std::string& name, const Scope& session) {
@@ -107,7 +109,7 @@ void RegionRegistry::RemoveRegion(RegionKind kind, const std::string& name, cons
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = regions_.begin(); it != regions_.end();) {
-      if (it->second->kind() == kind && (name.empty() || it->first == name) &&
+      if (it->second->kind() == kind && (name.empty() || it->second->name == name) &&
           Sees(session, it->second->session, it->second->owner)) {
         ForgetLocked(*it->second);
         dropped.push_back(std::move(it->second));
@@ -122,7 +124,7 @@ void RegionRegistry::RemoveRegion(RegionKind kind, const std::string& name, cons
 StatusOr<std::shared_ptr<const Region>> RegionRegistry::FindRegion(const std::string& name,
                                                                    const Scope& session) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = regions_.find(name);
+  auto it = regions_.find(Key(session.owner, name));
   if (it == regions_.end() || !Sees(session, it->second->session, it->second->owner)) {
     return absl::NotFoundError(
         Unseen("shared memory region", name, it == regions_.end() ? "" : it->second->session));
@@ -134,8 +136,8 @@ StatusOr<std::vector<std::shared_ptr<const Region>>> RegionRegistry::ListRegions
     RegionKind kind, const std::string& name, const Scope& session) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<const Region>> out;
-  for (const auto& [n, r] : regions_) {
-    if (r->kind() == kind && (name.empty() || n == name) && Sees(session, r->session, r->owner)) out.push_back(r);
+  for (const auto& [key, r] : regions_) {
+    if (r->kind() == kind && (name.empty() || r->name == name) && Sees(session, r->session, r->owner)) out.push_back(r);
   }
   if (!name.empty() && out.empty()) {
     return absl::NotFoundError(absl::StrCat(kind == RegionKind::kCuda ? "CUDA" : "system",
@@ -147,23 +149,24 @@ StatusOr<std::vector<std::shared_ptr<const Region>>> RegionRegistry::ListRegions
 Status RegionRegistry::AddEvent(std::shared_ptr<const NamedEvent> event, const SessionOpen& session_open) {
   std::lock_guard<std::mutex> lock(mu_);
   KJIT_RETURN_IF_ERROR(CheckSession(event->session, session_open));
-  if (events_.count(event->name) != 0) {
+  if (events_.count(Key(event->owner, event->name)) != 0) {
     return absl::AlreadyExistsError(absl::StrCat("event '", ClientText(event->name), "' is already registered"));
   }
   KJIT_RETURN_IF_ERROR(CheckRoomLocked(event->owner));
-  events_.emplace(event->name, std::move(event));
+  Key key(event->owner, event->name);
+  events_.emplace(std::move(key), std::move(event));
   return absl::OkStatus();
 }
 
-bool RegionRegistry::HasEvent(const std::string& name) const {
+bool RegionRegistry::HasEvent(const std::string& owner, const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return events_.count(name) != 0;
+  return events_.count(Key(owner, name)) != 0;
 }
 
 void RegionRegistry::RemoveEvent(const std::string& name, const Scope& session) {
   std::shared_ptr<const NamedEvent> dropped;
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = events_.find(name);
+  auto it = events_.find(Key(session.owner, name));
   if (it == events_.end() || !Sees(session, it->second->session, it->second->owner)) return;
   dropped = std::move(it->second);
   events_.erase(it);
@@ -172,7 +175,7 @@ void RegionRegistry::RemoveEvent(const std::string& name, const Scope& session) 
 StatusOr<std::shared_ptr<const NamedEvent>> RegionRegistry::FindEvent(const std::string& name,
                                                                       const Scope& session) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = events_.find(name);
+  auto it = events_.find(Key(session.owner, name));
   if (it == events_.end() || !Sees(session, it->second->session, it->second->owner)) {
     return absl::NotFoundError(Unseen("event", name, it == events_.end() ? "" : it->second->session));
   }
@@ -214,8 +217,8 @@ RegionRegistry::Counts RegionRegistry::Count() const {
 }
 
 void RegionRegistry::Clear() {
-  std::map<std::string, std::shared_ptr<const Region>> regions;
-  std::map<std::string, std::shared_ptr<const NamedEvent>> events;
+  std::map<Key, std::shared_ptr<const Region>> regions;
+  std::map<Key, std::shared_ptr<const NamedEvent>> events;
   std::lock_guard<std::mutex> lock(mu_);
   regions.swap(regions_);
   events.swap(events_);

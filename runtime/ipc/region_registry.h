@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/common/status.h"
@@ -43,8 +44,9 @@ struct NamedEvent {
 // client cannot launch on, list, or unregister another session's memory by guessing its name); an
 // entry registered outside any session is seen by requests of its registrant's identity (the same
 // Unix user, or any TCP client: kjitd cannot tell TCP clients apart), in a session or not, so one
-// user's regions and events are not another's to use, list or unregister. Names stay one name
-// space.
+// user's regions and events are not another's to use, list or unregister. Names are per identity:
+// each identity (every session of it, and outside any) has a name space of its own, so that one user
+// can neither take a name before another (ALREADY_EXISTS) nor learn which names another uses.
 class RegionRegistry {
  public:
   // At most `max_entries` regions and events together (each region is one mapping of the daemon's
@@ -68,12 +70,12 @@ class RegionRegistry {
   // refused (NOT_FOUND) or in place before the release runs, so none outlives its session.
   using SessionOpen = std::function<bool(const std::string& session)>;
 
-  // ALREADY_EXISTS when the name is taken by a region of either kind (whoever registered it);
+  // ALREADY_EXISTS when the registrant's identity has a region of either kind by that name;
   // NOT_FOUND when the region names a session that session_open (if given) says has ended;
   // RESOURCE_EXHAUSTED past the cap.
   Status AddRegion(std::shared_ptr<const Region> region, const SessionOpen& session_open = {});
-  // Whether any region has that name (visible to the caller or not).
-  bool HasRegion(const std::string& name) const;
+  // Whether `owner` (an identity) has a region by that name, in any session or none.
+  bool HasRegion(const std::string& owner, const std::string& name) const;
   // Removes the named region of that kind that `session` sees; an empty name removes every region
   // of the kind it sees; an unknown or unseen name (or one of the other kind) is not an error.
   void RemoveRegion(RegionKind kind, const std::string& name, const Scope& session);
@@ -86,9 +88,10 @@ class RegionRegistry {
   // Whether requests of `viewer` see an entry registered under `session` by `owner`.
   static bool Sees(const Scope& viewer, const std::string& session, const std::string& owner);
 
-  // ALREADY_EXISTS when taken; NOT_FOUND and RESOURCE_EXHAUSTED as AddRegion.
+  // ALREADY_EXISTS when the registrant's identity has an event by that name; NOT_FOUND and
+  // RESOURCE_EXHAUSTED as AddRegion.
   Status AddEvent(std::shared_ptr<const NamedEvent> event, const SessionOpen& session_open = {});
-  bool HasEvent(const std::string& name) const;
+  bool HasEvent(const std::string& owner, const std::string& name) const;
   void RemoveEvent(const std::string& name, const Scope& session);  // unknown or unseen: no error
   StatusOr<std::shared_ptr<const NamedEvent>> FindEvent(const std::string& name, const Scope& session) const;
 
@@ -118,8 +121,9 @@ class RegionRegistry {
   uint64_t system_bytes_ = 0;  // of the system regions in regions_
   mutable std::mutex mu_;
   std::atomic<uint64_t> removals_{0};
-  std::map<std::string, std::shared_ptr<const Region>> regions_;
-  std::map<std::string, std::shared_ptr<const NamedEvent>> events_;
+  using Key = std::pair<std::string, std::string>;  // (owner, name)
+  std::map<Key, std::shared_ptr<const Region>> regions_;
+  std::map<Key, std::shared_ptr<const NamedEvent>> events_;
 };
 
 }  // namespace kjit::ipc

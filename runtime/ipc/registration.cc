@@ -25,8 +25,9 @@ Status CheckHandle(const std::string& raw_handle, const std::string& what, const
   return absl::OkStatus();
 }
 
-Status CheckRegionFree(const RegionRegistry& registry, const std::string& name) {
-  if (registry.HasRegion(name)) {
+// Before anything is mapped or opened (AddRegion checks again under its lock).
+Status CheckRegionFree(const RegionRegistry& registry, const std::string& owner, const std::string& name) {
+  if (registry.HasRegion(owner, name)) {
     return absl::AlreadyExistsError(absl::StrCat("shared memory ", RegionName(name), " is already registered"));
   }
   return absl::OkStatus();
@@ -37,7 +38,7 @@ Status CheckRegionFree(const RegionRegistry& registry, const std::string& name) 
 Status RegisterSystemRegion(RegionRegistry* registry, const std::string& name, const std::string& key,
                             uint64_t offset, uint64_t byte_size, const Registrant& who) {
   KJIT_RETURN_IF_ERROR(CheckName(name, "region"));
-  KJIT_RETURN_IF_ERROR(CheckRegionFree(*registry, name));  // before mapping anything
+  KJIT_RETURN_IF_ERROR(CheckRegionFree(*registry, who.scope.owner, name));  // before mapping anything
   // The cap is checked before mapping (and again, under the registry's lock, by AddRegion).
   const uint64_t room = registry->SystemRoom();
   auto shm = SystemShmRegion::Open(key, offset, byte_size, who.peer ? &*who.peer : nullptr, room,
@@ -60,7 +61,7 @@ Status RegisterCudaRegion(RegionRegistry* registry, const std::string& name, con
   KJIT_RETURN_IF_ERROR(CheckHandle(raw_handle, RegionName(name), "cudaIpcMemHandle_t"));
   if (byte_size == 0) return absl::InvalidArgumentError(absl::StrCat(RegionName(name), ": byte_size is 0"));
   KJIT_ASSIGN_OR_RETURN(const driver::Context* ctx, device(device_id));
-  KJIT_RETURN_IF_ERROR(CheckRegionFree(*registry, name));
+  KJIT_RETURN_IF_ERROR(CheckRegionFree(*registry, who.scope.owner, name));
   KJIT_RETURN_IF_ERROR(ctx->MakeCurrent());
   auto cuda = CudaIpcRegion::Open(raw_handle, static_cast<int>(device_id), byte_size);
   if (!cuda.ok()) return WithContext(cuda.status(), RegionName(name));
@@ -79,7 +80,8 @@ Status RegisterEvent(RegionRegistry* registry, const std::string& name, const st
   KJIT_RETURN_IF_ERROR(CheckName(name, "event"));
   KJIT_RETURN_IF_ERROR(CheckHandle(raw_handle, what, "cudaIpcEventHandle_t"));
   KJIT_ASSIGN_OR_RETURN(const driver::Context* ctx, device(device_id));
-  if (registry->HasEvent(name)) return absl::AlreadyExistsError(absl::StrCat(what, " is already registered"));
+  if (registry->HasEvent(who.scope.owner, name))
+    return absl::AlreadyExistsError(absl::StrCat(what, " is already registered"));
   KJIT_RETURN_IF_ERROR(ctx->MakeCurrent());
   auto ev = CudaIpcEvent::Open(raw_handle, static_cast<int>(device_id));
   if (!ev.ok()) return WithContext(ev.status(), what);

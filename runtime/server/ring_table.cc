@@ -229,7 +229,8 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const ipc::Scope& se
   std::unique_ptr<RingPoller> stale;
   std::lock_guard<std::mutex> lock(mu_);
   PruneLocked();
-  if (auto it = rings_.find(name); it != rings_.end()) {
+  const Key key(region->owner, name);
+  if (auto it = rings_.find(key); it != rings_.end()) {
     if (it->second->region() == region.get())
       return absl::AlreadyExistsError(absl::StrCat("region '", ClientText(name), "' is a launch ring already"));
     stale = std::move(it->second);  // a ring on an earlier region of that name, not yet noticed that it is gone
@@ -240,7 +241,7 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const ipc::Scope& se
   // refused at the limit.
   // Still, a poller held up by a slow request keeps its thread: at twice the limit nothing opens.
   size_t live = 0, mine = 0;
-  for (const auto& [ring_name, poller] : rings_) {
+  for (const auto& [ring_key, poller] : rings_) {
     if (!poller->StillRegistered()) continue;
     ++live;
     mine += !region->owner.empty() && poller->region()->owner == region->owner;
@@ -263,7 +264,7 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const ipc::Scope& se
         "this client's user has ", mine, " launch rings open, ", ipc::IdentityShareText(max_rings_, "--max-rings"),
         ": close one first"));
   }
-  rings_[name] =
+  rings_[key] =
       std::make_unique<RingPoller>(std::move(region), h.capacity, max_message_, regions_, &handler_, spin_,
                                    &large_request_);
   return h.capacity;
@@ -273,7 +274,7 @@ void RingTable::Close(const std::string& name, const ipc::Scope& session) {
   std::unique_ptr<RingPoller> poller;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = rings_.find(name);
+    auto it = rings_.find(Key(session.owner, name));
     if (it == rings_.end()) return;
     const ipc::Region& r = *it->second->region();
     if (!ipc::RegionRegistry::Sees(session, r.session, r.owner)) return;
@@ -284,7 +285,7 @@ void RingTable::Close(const std::string& name, const ipc::Scope& session) {
 }
 
 void RingTable::Clear() {
-  std::map<std::string, std::unique_ptr<RingPoller>> all;
+  std::map<Key, std::unique_ptr<RingPoller>> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
     all.swap(rings_);
@@ -295,7 +296,7 @@ void RingTable::Clear() {
 size_t RingTable::Count() {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
-  for (const auto& [name, poller] : rings_) n += poller->finished() ? 0 : 1;
+  for (const auto& [key, poller] : rings_) n += poller->finished() ? 0 : 1;
   return n;
 }
 

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "inference/grpc_service.pb.h"
 #include "runtime/ipc/region_registry.h"
@@ -65,7 +66,9 @@ class RingTable {
   std::mutex mu_;
   // Held by the poller serving a request larger than RequestCache::kKeepBytes: one at a time.
   std::timed_mutex large_request_;
-  std::map<std::string, std::unique_ptr<RingPoller>> rings_;
+  // By (owner, region name): region names are per identity (ipc::RegionRegistry).
+  using Key = std::pair<std::string, std::string>;
+  std::map<Key, std::unique_ptr<RingPoller>> rings_;
   void PruneLocked();  // drops pollers that stopped by themselves (region gone)
 };
 

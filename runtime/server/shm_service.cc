@@ -1,5 +1,6 @@
 // System and CUDA shared memory registration (Triton's shared memory extensions). Both kinds share
-// one name space; regions registered with a `kjit-session` die with the session.
+// one name space per client identity (ipc::RegionRegistry); regions registered with a `kjit-session`
+// die with the session.
 #include "runtime/common/client_text.h"
 #include "runtime/ipc/registration.h"
 #include "runtime/server/grpc_status.h"

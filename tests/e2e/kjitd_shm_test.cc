@@ -148,7 +148,7 @@ TEST_F(ShmTest, SessionEndReleasesItsRegionsOnly) {
   EXPECT_EQ(RegionCount(), 1u);  // a session's regions are its own
   inference::SystemSharedMemoryStatusResponse st;
   EXPECT_EQ(Status("mine", &st), StatusCode::NOT_FOUND);
-  EXPECT_EQ(Register("mine", key(), 0, 64), StatusCode::ALREADY_EXISTS);  // one name space
+  EXPECT_EQ(Register("mine", key(), 0, 64), StatusCode::ALREADY_EXISTS);  // one name space per user
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);

@@ -19,6 +19,17 @@ import kjitd_e2e as e2e
 from kjitd_e2e import NOBODY, OPTIONS, Daemon, as_user, make_infer_request, needs_root, stubs
 
 
+def group_dir(root):
+    """The operator's setup: a directory of kjitd's group (setgid, so the socket gets it) for the
+    users who may connect; here nobody's group."""
+    os.chmod(root, 0o711)
+    sock = os.path.join(root, "run")
+    os.mkdir(sock)
+    os.chown(sock, 0, NOBODY)
+    os.chmod(sock, 0o2750)
+    return sock
+
+
 class PerimeterTest(unittest.TestCase):
     """Who may connect, and what a client may make kjitd open for it."""
 
@@ -37,15 +48,6 @@ class PerimeterTest(unittest.TestCase):
 
     @needs_root
     def test_a_client_maps_only_objects_it_could_open_itself(self):
-        def group_dir(root):
-            # The operator's setup: a directory of kjitd's group (setgid, so the socket gets it) for
-            # the users who may connect; here nobody's group.
-            os.chmod(root, 0o711)
-            sock = os.path.join(root, "run")
-            os.mkdir(sock)
-            os.chown(sock, 0, NOBODY)
-            os.chmod(sock, 0o2750)
-            return sock
         d = Daemon(socket_dir=group_dir)
         grpc, _, _, pb, pbg, kpb, kpbg = stubs()
         objs = [shared_memory.SharedMemory(create=True, size=4096) for _ in range(3)]
@@ -86,6 +88,47 @@ class PerimeterTest(unittest.TestCase):
         finally:
             held.set()
             for o in objs:
+                o.close()
+                o.unlink()
+            self.assertEqual(d.stop(), 0)
+
+
+    @needs_root
+    def test_each_user_has_a_name_space_of_its_own(self):
+        # A user cannot take a name before another (ALREADY_EXISTS) nor learn that it is in use:
+        # root and nobody both register "input0", each sees and unregisters only its own.
+        d = Daemon(socket_dir=group_dir)
+        grpc, _, _, pb, pbg, kpb, kpbg = stubs()
+        mine, theirs = (shared_memory.SharedMemory(create=True, size=4096) for _ in range(2))
+        os.chown("/dev/shm/" + theirs.name, NOBODY, NOBODY)
+        infer = pbg.GRPCInferenceServiceStub(d.channel)
+        register = pb.SystemSharedMemoryRegisterRequest(name="input0", key="/" + mine.name, byte_size=64)
+        try:
+            infer.SystemSharedMemoryRegister(register, timeout=10)
+            rc, out = as_user(f"""
+                ch = grpc.insecure_channel({d.target!r})
+                infer = pbg.GRPCInferenceServiceStub(ch)
+                req = pb.SystemSharedMemoryRegisterRequest(name="input0", key={"/" + theirs.name!r}, byte_size=64)
+                print("register", code(infer.SystemSharedMemoryRegister, req))
+                print("again", code(infer.SystemSharedMemoryRegister, req))
+                st = infer.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=10)
+                print("keys", ",".join(r.key for r in st.regions.values()))
+                print("unregister", code(infer.SystemSharedMemoryUnregister,
+                                         pb.SystemSharedMemoryUnregisterRequest(name="input0")))
+            """)
+            self.assertEqual(rc, 0, out)
+            lines = dict(l.split(" ", 1) for l in out.splitlines() if " " in l)
+            self.assertEqual(lines.get("register"), "OK", out)
+            self.assertEqual(lines.get("again"), "ALREADY_EXISTS", out)  # its own name, once
+            self.assertEqual(lines.get("keys"), "/" + theirs.name, out)
+            self.assertEqual(lines.get("unregister"), "OK", out)
+            st = infer.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(name="input0"), timeout=10)
+            self.assertEqual([r.key for r in st.regions.values()], ["/" + mine.name])
+            with self.assertRaises(grpc.RpcError) as again:
+                infer.SystemSharedMemoryRegister(register, timeout=10)
+            self.assertEqual(again.exception.code(), grpc.StatusCode.ALREADY_EXISTS)
+        finally:
+            for o in (mine, theirs):
                 o.close()
                 o.unlink()
             self.assertEqual(d.stop(), 0)

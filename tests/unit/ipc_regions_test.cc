@@ -170,7 +170,7 @@ TEST(RegionRegistry, ASessionsEntriesAreSeenOnlyByThatSession) {
     reg.RemoveRegion(RegionKind::kSystem, "mine", other);  // unseen: nothing happens
     reg.RemoveRegion(RegionKind::kSystem, "", other);      // removes "shared" at most
     EXPECT_TRUE(reg.FindRegion("mine", "s1").ok()) << other;
-    ASSERT_TRUE(reg.HasRegion("shared") || reg.AddRegion(SystemRegion("shared", obj, 64, 64)).ok());
+    ASSERT_TRUE(reg.HasRegion("", "shared") || reg.AddRegion(SystemRegion("shared", obj, 64, 64)).ok());
   }
   // The name space stays one: another session cannot take the name either.
   EXPECT_EQ(reg.AddRegion(SystemRegion("mine", obj, 128, 64, "s2")).code(), absl::StatusCode::kAlreadyExists);
@@ -183,7 +183,7 @@ TEST(RegionRegistry, ASessionsEntriesAreSeenOnlyByThatSession) {
   reg.RemoveEvent("ev", "s2");
   EXPECT_TRUE(reg.FindEvent("ev", "s1").ok());
   reg.RemoveEvent("ev", "s1");
-  EXPECT_FALSE(reg.HasEvent("ev"));
+  EXPECT_FALSE(reg.HasEvent("", "ev"));
 }
 
 // Outside a session an entry belongs to its registrant's identity (the Unix user, or TCP): another
@@ -213,19 +213,66 @@ TEST(RegionRegistry, ASessionlessEntryIsSeenOnlyByItsRegistrantsIdentity) {
     reg.RemoveRegion(RegionKind::kSystem, "alice_region", other);
     reg.RemoveRegion(RegionKind::kSystem, "", other);
     reg.RemoveEvent("alice_event", other);
-    EXPECT_TRUE(reg.HasRegion("alice_region")) << other.owner;
-    EXPECT_TRUE(reg.HasEvent("alice_event")) << other.owner;
+    EXPECT_TRUE(reg.HasRegion("uid:1000", "alice_region")) << other.owner;
+    EXPECT_TRUE(reg.HasEvent("uid:1000", "alice_event")) << other.owner;
   }
-  // One name space: the name is still taken for everyone.
-  auto bob = SystemRegion("alice_region", obj, 64, 64);
-  bob->owner = "uid:1001";
-  EXPECT_EQ(reg.AddRegion(bob).code(), absl::StatusCode::kAlreadyExists);
   reg.RemoveRegion(RegionKind::kSystem, "", Scope("", "uid:1000"));
   reg.RemoveEvent("alice_event", Scope("s1", "uid:1000"));
-  EXPECT_FALSE(reg.HasRegion("alice_region"));
-  EXPECT_FALSE(reg.HasEvent("alice_event"));
+  EXPECT_FALSE(reg.HasRegion("uid:1000", "alice_region"));
+  EXPECT_FALSE(reg.HasEvent("uid:1000", "alice_event"));
   EXPECT_TRUE(RegionRegistry::Sees(Scope("s1", "uid:1"), "s1", "uid:2"));  // a session's entry: by session
   EXPECT_FALSE(RegionRegistry::Sees(Scope("", "uid:1"), "s1", "uid:1"));
+}
+
+// Names are per identity: another user can take neither a name before its owner (ALREADY_EXISTS)
+// nor learn that it is in use; each identity's requests see only their own entry by that name.
+TEST(RegionRegistry, EachIdentityHasANameSpaceOfItsOwn) {
+  ShmObject obj(4096);
+  RegionRegistry reg;
+  auto region = [&](uint64_t offset, const char* owner, const char* session = "") {
+    auto r = SystemRegion("input0", obj, offset, 64, session);
+    r->owner = owner;
+    return r;
+  };
+  auto event = [](const char* owner) {
+    auto e = std::make_shared<NamedEvent>();
+    e->name = "done";
+    e->owner = owner;
+    return e;
+  };
+  ASSERT_TRUE(reg.AddRegion(region(0, "uid:1000")).ok());
+  ASSERT_TRUE(reg.AddRegion(region(64, "uid:1001")).ok());
+  ASSERT_TRUE(reg.AddRegion(region(128, "tcp")).ok());
+  ASSERT_TRUE(reg.AddEvent(event("uid:1000")).ok());
+  ASSERT_TRUE(reg.AddEvent(event("uid:1001")).ok());
+  // Within one identity a name is still one entry, in a session or not.
+  EXPECT_EQ(reg.AddRegion(region(192, "uid:1000")).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(reg.AddRegion(region(192, "uid:1000", "s1")).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(reg.AddEvent(event("uid:1000")).code(), absl::StatusCode::kAlreadyExists);
+  const std::pair<const char*, uint64_t> users[] = {{"uid:1000", 0}, {"uid:1001", 64}, {"tcp", 128}};
+  for (const auto& [owner, offset] : users) obj.map()[offset] = static_cast<uint8_t>(1 + offset / 64);
+  for (const auto& [owner, offset] : users) {
+    for (const Scope& scope : {Scope("", owner), Scope("s9", owner)}) {
+      auto r = reg.FindRegion("input0", scope);
+      ASSERT_TRUE(r.ok()) << owner;
+      EXPECT_EQ((*r)->owner, owner);
+      EXPECT_EQ((*r)->system->data()[0], 1 + offset / 64) << owner;  // its own window
+      auto listed = reg.ListRegions(RegionKind::kSystem, "", scope);
+      ASSERT_EQ(listed->size(), 1u) << owner;
+      EXPECT_EQ((*listed)[0]->owner, owner);
+    }
+  }
+  EXPECT_EQ((*reg.FindEvent("done", Scope("", "uid:1001")))->owner, "uid:1001");
+  EXPECT_EQ(reg.FindEvent("done", Scope("", "tcp")).status().code(), absl::StatusCode::kNotFound);
+  // One user unregistering its name leaves the others' entries by that name.
+  reg.RemoveRegion(RegionKind::kSystem, "input0", Scope("", "uid:1001"));
+  reg.RemoveEvent("done", Scope("", "uid:1001"));
+  EXPECT_FALSE(reg.HasRegion("uid:1001", "input0"));
+  EXPECT_FALSE(reg.HasEvent("uid:1001", "done"));
+  EXPECT_TRUE(reg.FindRegion("input0", Scope("", "uid:1000")).ok());
+  EXPECT_TRUE(reg.FindRegion("input0", Scope("", "tcp")).ok());
+  EXPECT_TRUE(reg.FindEvent("done", Scope("", "uid:1000")).ok());
+  EXPECT_EQ(reg.Count().system_regions, 2u);
 }
 
 TEST(RegionRegistry, EntriesAreCapped) {

@@ -113,7 +113,7 @@ Status RemoteLauncher::Resync() {
 
 std::string RemoteLauncher::NewName(std::string_view what) {
   // Unique across the clients of this process (several may share one daemon) and across processes
-  // whose pids repeat: the daemon's name space is one for every client.
+  // whose pids repeat: the daemon's name space is one for every client of a user.
   static std::atomic<uint64_t> counter{0};
   static const uint32_t salt = std::random_device{}();
   return absl::StrCat("kjit-", getpid(), "-", absl::Hex(salt), "-", absl::string_view(what.data(), what.size()), "-",
