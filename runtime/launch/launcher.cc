@@ -96,9 +96,8 @@ struct Staged {
   MappedWord word;                        // where the launch's error word lands
 };
 
-// Step 5: offsets, device staging and workspace, the host side of the copies, the copy in.
-Status Stage(DeviceRuntime* dev, const LaunchState& s, const kernels::LaunchNeeds& needs, Staged* st,
-             Queued* queued) {
+// Where each tensor in system memory goes in the staging buffers: its offset, and the totals.
+void PlaceStaged(const LaunchState& s, Staged* st) {
   const LaunchRequest& r = *s.request;
   st->in_off.assign(s.inputs.size(), 0);
   st->out_off.assign(s.outputs.size(), 0);
@@ -113,6 +112,23 @@ Status Stage(DeviceRuntime* dev, const LaunchState& s, const kernels::LaunchNeed
     st->out_off[i] = st->total;
     st->total += AlignUp(NeededBytes(r.outputs[i].desc));
   }
+}
+
+// Before any GPU is involved: RESOURCE_EXHAUSTED when the launch would stage more than `max` bytes.
+Status CheckStagedBytes(const LaunchState& s, uint64_t max) {
+  Staged probe;
+  PlaceStaged(s, &probe);
+  if (probe.total <= max) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "this launch's tensors in system memory (inputs, and outputs' byte sizes) total ", probe.total,
+      " bytes, more than kjitd stages for one launch (", max,
+      ", --max-staging-bytes): put the large ones in CUDA shared memory"));
+}
+
+// Step 5: offsets, device staging and workspace, the host side of the copies, the copy in.
+Status Stage(DeviceRuntime* dev, const LaunchState& s, const kernels::LaunchNeeds& needs, Staged* st,
+             Queued* queued) {
+  PlaceStaged(s, st);
   if (st->total > 0) {
     KJIT_ASSIGN_OR_RETURN(st->staging, dev->staging().Staging(st->total));
   }
@@ -388,6 +404,7 @@ Status Launcher::Run(const LaunchRequest& request, LaunchResult* result) const {
   s.request = &request;
   KJIT_RETURN_IF_ERROR(internal::Check(request, &s, result));
   KJIT_RETURN_IF_ERROR(internal::Locate(*options_.regions, &s));
+  KJIT_RETURN_IF_ERROR(CheckStagedBytes(s, max_staging_bytes_.load(std::memory_order_relaxed)));
   // Index pointers in host memory are checked before a GPU is involved; device-resident ones are
   // read back and checked under the device's lock, or left to the kernels.
   if (!internal::IndexPointersOnDevice(s)) KJIT_RETURN_IF_ERROR(internal::CheckIndexPointers(&s));

@@ -57,6 +57,12 @@ class Launcher {
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(timeout_ms_.load(std::memory_order_relaxed));
   }
+  // At most this many bytes of a launch's tensors in system memory (inputs, and outputs'
+  // capacities), which it stages through page-locked host memory and the GPU: RESOURCE_EXHAUSTED
+  // past it, before a GPU is involved. Without a cap one request could pin most of the host's
+  // memory and take GPU memory from the inference process beside kjitd.
+  static constexpr uint64_t kDefaultMaxStagingBytes = uint64_t{8} << 30;
+  void SetMaxStagingBytes(uint64_t bytes) { max_staging_bytes_.store(bytes, std::memory_order_relaxed); }
 
   // INVALID_ARGUMENT naming what to fix for a bad request; NOT_FOUND for an unknown region or event;
   // FAILED_PRECONDITION / UNAVAILABLE when no device can run it; the kernels' errors as the family
@@ -71,6 +77,7 @@ class Launcher {
  private:
   Options options_;
   std::atomic<int64_t> timeout_ms_{kDefaultTimeout.count()};
+  std::atomic<uint64_t> max_staging_bytes_{kDefaultMaxStagingBytes};
 };
 
 }  // namespace kjit::launch

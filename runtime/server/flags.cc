@@ -83,7 +83,8 @@ std::string Usage() {
          "             [--arch sm_XX[,sm_YY]] [--log-level error|warn|info|debug] [--ring-spin-us N]\n"
          "             [--launch-timeout-ms N]\n"
          "             [--allow-tcp-system-shm] [--max-request-bytes N] [--max-regions N] [--max-sessions N]\n"
-         "             [--max-rings N] [--max-system-shm-bytes N] [--token-file PATH]\n"
+         "             [--max-rings N] [--max-system-shm-bytes N] [--max-staging-bytes N]\n"
+         "             [--token-file PATH]\n"
          "             [--enable-fault-injection] [--help]\n"
          "  --socket     Unix socket (default " + DefaultSocketPath() + ")\n"
          "  --listen     also serve TCP on HOST:PORT (e.g. 127.0.0.1:8001); off unless given\n"
@@ -112,6 +113,10 @@ std::string Usage() {
          "               One user (a Unix uid; all TCP clients count as one) may hold three quarters of\n"
          "               each of --max-regions, --max-sessions, --max-rings and --max-system-shm-bytes;\n"
          "               the rest is kept for other users\n"
+         "  --max-staging-bytes  bytes of a launch's tensors in system memory (its inputs, and its\n"
+         "               outputs' capacities) that kjitd stages through page-locked host memory and the\n"
+         "               GPU (default 8589934592; more is RESOURCE_EXHAUSTED: put large tensors in CUDA\n"
+         "               shared memory)\n"
          "  --token-file  every call over TCP must carry this file's token as gRPC metadata kjit-token\n"
          "               (clients: KJIT_TOKEN_FILE); the file must be readable by its owner only (chmod 600),\n"
          "               one line of at least 16 characters. The Unix socket needs no token, and the health\n"
@@ -142,7 +147,7 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
     if (arg != "--socket" && arg != "--listen" && arg != "--metrics-listen" && arg != "--cache-dir" && arg != "--arch" &&
         arg != "--log-level" && arg != "--ring-spin-us" && arg != "--launch-timeout-ms" && arg != "--max-request-bytes" &&
         arg != "--max-regions" && arg != "--max-sessions" && arg != "--max-rings" && arg != "--token-file" &&
-        arg != "--max-system-shm-bytes") {
+        arg != "--max-system-shm-bytes" && arg != "--max-staging-bytes") {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag '", argv[i], "'\n", Usage()));
     }
     if (!has_value) {
@@ -177,6 +182,9 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
     if (arg == "--max-rings") KJIT_RETURN_IF_ERROR(Count(arg, value, 1, 10'000, &f.max_rings));
     if (arg == "--max-system-shm-bytes") {
       KJIT_RETURN_IF_ERROR(Count(arg, value, 4096, int64_t{1} << 46, &f.max_system_shm_bytes));
+    }
+    if (arg == "--max-staging-bytes") {
+      KJIT_RETURN_IF_ERROR(Count(arg, value, 4096, int64_t{1} << 46, &f.max_staging_bytes));
     }
     if (arg == "--arch") {
       for (absl::string_view piece : absl::StrSplit(value, ',', absl::SkipEmpty())) {

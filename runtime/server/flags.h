@@ -28,6 +28,8 @@ struct Flags {
   int64_t max_sessions = 256;       // open sessions (each holds a thread)
   int64_t max_rings = 64;           // launch rings (each is a poller thread)
   int64_t max_system_shm_bytes = int64_t{64} << 30;  // system shared memory registered at once
+  // Bytes a synchronous launch stages on the host and the GPU (launch::Launcher::SetMaxStagingBytes).
+  int64_t max_staging_bytes = int64_t{8} << 30;
   // A file holding a shared token that every call over TCP must carry (metadata kjit-token); ""
   // -> none. The Unix socket and the health service need no token (token.h).
   std::string token_file;

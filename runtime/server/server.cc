@@ -110,6 +110,7 @@ void ApplyLimits(const Flags& flags, Daemon* d) {
   d->rings.SetMaxMessageBytes(static_cast<uint64_t>(flags.max_request_bytes));
   d->rings.SetSpin(std::chrono::microseconds(flags.ring_spin_us));
   d->launcher.SetTimeout(std::chrono::milliseconds(flags.launch_timeout_ms));
+  d->launcher.SetMaxStagingBytes(static_cast<uint64_t>(flags.max_staging_bytes));
 }
 
 // No new connection (those open finish their calls within `grace`), then the server, its

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """kjitd's limits from Python gRPC clients: system shared memory over TCP only when allowed, the caps
-on messages, sessions, rings and memory and each user's share of them, index pointers in sparse
-objects, connections that never speak, descriptors kept for connected clients, and log lines.
+on messages, sessions, rings, memory and a launch's staging and each user's share of them, index
+pointers in sparse objects, connections that never speak, descriptors kept for connected clients,
+and log lines.
 
 usage: test_kjitd_limits.py --kjitd PATH --stubs DIR --descriptors FILE
 """
@@ -234,6 +235,43 @@ class LimitsTest(unittest.TestCase):
         self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, ctx.exception.details())
         self.assertIn("batch", ctx.exception.details(), model)
         self.assertLess(rss_kib() - before, 64 * 1024, model)  # peak resident growth under 64 MiB
+
+    def test_a_launch_stages_at_most_max_staging_bytes(self):
+        # A 576 KiB cache in a system shared memory region, past --max-staging-bytes 64 KiB: refused
+        # before any GPU is involved (on a machine without one the small request below gets as far as
+        # the device check instead), with the flag and the way out named.
+        grpc, _, _, pb, pbg, _, _ = stubs()
+        d = Daemon(["--max-staging-bytes", str(64 << 10)])
+        shm = shared_memory.SharedMemory(create=True, size=1 << 20)
+        try:
+            infer = pbg.GRPCInferenceServiceStub(d.channel)
+            infer.SystemSharedMemoryRegister(
+                pb.SystemSharedMemoryRegisterRequest(name="cache", key="/" + shm.name, byte_size=1 << 20), timeout=10)
+            small = make_infer_request(pb)
+            try:
+                infer.ModelInfer(small, timeout=30)
+            except grpc.RpcError as e:
+                self.assertNotEqual(e.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, e.details())
+            big = pb.ModelInferRequest()
+            big.CopyFrom(small)
+            del big.raw_input_contents[:]
+            for t, raw in zip(big.inputs, small.raw_input_contents):
+                if t.name != "kv_cache":
+                    big.raw_input_contents.append(raw)
+                    continue
+                del t.shape[:]
+                t.shape.extend([512, 1, 576])
+                t.parameters["shared_memory_region"].string_param = "cache"
+                t.parameters["shared_memory_byte_size"].int64_param = 512 * 576 * 2
+            with self.assertRaises(grpc.RpcError) as ctx:
+                infer.ModelInfer(big, timeout=30)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, ctx.exception.details())
+            self.assertIn("--max-staging-bytes", ctx.exception.details())
+            self.assertIn("CUDA shared memory", ctx.exception.details())
+        finally:
+            shm.close()
+            shm.unlink()
+            self.assertEqual(d.stop(), 0)
 
     def test_out_of_memory_is_an_error_not_an_abort(self):
         # kjitd under an address-space limit that holds gRPC's copy of a 192 MiB request but not
