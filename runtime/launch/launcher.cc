@@ -86,49 +86,53 @@ Status PollUntil(Query query, const char* what, Clock::time_point deadline) {
 
 int64_t Ms(std::chrono::milliseconds t) { return static_cast<int64_t>(t.count()); }
 
-// Device memory of one launch: staging offsets by request position, the workspace, the error word.
-struct Staged {
+// Where each tensor in system memory goes in the staging buffers (offsets by request position), and
+// the totals: placed once per launch, before any GPU is involved (CheckStagedBytes).
+struct Placement {
   std::vector<size_t> in_off, out_off;
   size_t in_total = 0, total = 0;
+};
+
+Placement Place(const LaunchState& s) {
+  const LaunchRequest& r = *s.request;
+  Placement p;
+  p.in_off.assign(s.inputs.size(), 0);
+  p.out_off.assign(s.outputs.size(), 0);
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    if (s.inputs[i].where == Where::kCuda) continue;
+    p.in_off[i] = p.total;
+    p.total += AlignUp(s.inputs[i].bytes);
+  }
+  p.in_total = p.total;
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    if (s.outputs[i].where == Where::kCuda) continue;
+    p.out_off[i] = p.total;
+    p.total += AlignUp(NeededBytes(r.outputs[i].desc));
+  }
+  return p;
+}
+
+// RESOURCE_EXHAUSTED when the launch would stage more than `max` bytes.
+Status CheckStagedBytes(const Placement& p, uint64_t max) {
+  if (p.total <= max) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "this launch's tensors in system memory (inputs, and outputs' byte sizes) total ", p.total,
+      " bytes, more than kjitd stages for one launch (", max,
+      ", --max-staging-bytes): put the large ones in CUDA shared memory"));
+}
+
+// Device memory of one launch: its placement, the staging buffers, the workspace, the error word.
+struct Staged : Placement {
+  explicit Staged(Placement p) : Placement(std::move(p)) {}
   CUdeviceptr staging = 0, workspace = 0;
   uint8_t* pinned = nullptr;
   std::shared_ptr<uint8_t> async_pinned;  // an asynchronous launch's own page-locked block
   MappedWord word;                        // where the launch's error word lands
 };
 
-// Where each tensor in system memory goes in the staging buffers: its offset, and the totals.
-void PlaceStaged(const LaunchState& s, Staged* st) {
-  const LaunchRequest& r = *s.request;
-  st->in_off.assign(s.inputs.size(), 0);
-  st->out_off.assign(s.outputs.size(), 0);
-  for (size_t i = 0; i < s.inputs.size(); ++i) {
-    if (s.inputs[i].where == Where::kCuda) continue;
-    st->in_off[i] = st->total;
-    st->total += AlignUp(s.inputs[i].bytes);
-  }
-  st->in_total = st->total;
-  for (size_t i = 0; i < s.outputs.size(); ++i) {
-    if (s.outputs[i].where == Where::kCuda) continue;
-    st->out_off[i] = st->total;
-    st->total += AlignUp(NeededBytes(r.outputs[i].desc));
-  }
-}
-
-// Before any GPU is involved: RESOURCE_EXHAUSTED when the launch would stage more than `max` bytes.
-Status CheckStagedBytes(const LaunchState& s, uint64_t max) {
-  Staged probe;
-  PlaceStaged(s, &probe);
-  if (probe.total <= max) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "this launch's tensors in system memory (inputs, and outputs' byte sizes) total ", probe.total,
-      " bytes, more than kjitd stages for one launch (", max,
-      ", --max-staging-bytes): put the large ones in CUDA shared memory"));
-}
-
-// Step 5: offsets, device staging and workspace, the host side of the copies, the copy in.
+// Step 5: device staging and workspace, the host side of the copies, the copy in.
 Status Stage(DeviceRuntime* dev, const LaunchState& s, const kernels::LaunchNeeds& needs, Staged* st,
              Queued* queued) {
-  PlaceStaged(s, st);
   if (st->total > 0) {
     KJIT_ASSIGN_OR_RETURN(st->staging, dev->staging().Staging(st->total));
   }
@@ -295,8 +299,8 @@ Status WaitEventOnHost(DeviceRuntime* dev, const LaunchState& s, Clock::time_poi
 }
 
 // Steps 3-7 under the device's lock.
-Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, LaunchResult* result, Clock::time_point deadline,
-                   std::chrono::milliseconds timeout) {
+Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, Placement place, LaunchResult* result,
+                   Clock::time_point deadline, std::chrono::milliseconds timeout) {
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   std::lock_guard<std::mutex> lock(dev->mu());
   KJIT_RETURN_IF_ERROR(dev->context().MakeCurrent());
@@ -331,7 +335,7 @@ Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, LaunchResult* result, Clo
     DeviceStaging* staging;
     ~TrimStaging() { staging->Trim(); }
   } trim{&dev->staging()};
-  Staged st;
+  Staged st(std::move(place));
   // An asynchronous launch's error word is a word of its own, read when it is reaped.
   struct ReleaseWord {
     ErrorWords* words;
@@ -404,7 +408,8 @@ Status Launcher::Run(const LaunchRequest& request, LaunchResult* result) const {
   s.request = &request;
   KJIT_RETURN_IF_ERROR(internal::Check(request, &s, result));
   KJIT_RETURN_IF_ERROR(internal::Locate(*options_.regions, &s));
-  KJIT_RETURN_IF_ERROR(CheckStagedBytes(s, max_staging_bytes_.load(std::memory_order_relaxed)));
+  Placement place = Place(s);
+  KJIT_RETURN_IF_ERROR(CheckStagedBytes(place, max_staging_bytes_.load(std::memory_order_relaxed)));
   // Index pointers in host memory are checked before a GPU is involved; device-resident ones are
   // read back and checked under the device's lock, or left to the kernels.
   if (!internal::IndexPointersOnDevice(s)) KJIT_RETURN_IF_ERROR(internal::CheckIndexPointers(&s));
@@ -415,7 +420,7 @@ Status Launcher::Run(const LaunchRequest& request, LaunchResult* result) const {
   if (s.wait && !s.async()) {
     KJIT_RETURN_IF_ERROR(AfterDeviceError(dev, WaitEventOnHost(dev, s, Clock::now() + timeout, timeout)));
   }
-  return AfterDeviceError(dev, RunOnDevice(dev, &s, result, Clock::now() + timeout, timeout));
+  return AfterDeviceError(dev, RunOnDevice(dev, &s, std::move(place), result, Clock::now() + timeout, timeout));
 }
 
 Status Launcher::AfterDeviceError(DeviceRuntime* dev, Status error) const {
