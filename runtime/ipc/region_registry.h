@@ -49,6 +49,9 @@ struct NamedEvent {
 // can neither take a name before another (ALREADY_EXISTS) nor learn which names another uses.
 class RegionRegistry {
  public:
+  // An entry's place in its identity's name space: (owner, name).
+  using Key = std::pair<std::string, std::string>;
+
   // At most `max_entries` regions and events together (each region is one mapping of the daemon's
   // address space, which the kernel caps at vm.max_map_count): RESOURCE_EXHAUSTED past it. An
   // identity (a Scope's owner) may hold IdentityShare of this, and of the bytes below (scope.h).
@@ -121,7 +124,6 @@ class RegionRegistry {
   uint64_t system_bytes_ = 0;  // of the system regions in regions_
   mutable std::mutex mu_;
   std::atomic<uint64_t> removals_{0};
-  using Key = std::pair<std::string, std::string>;  // (owner, name)
   std::map<Key, std::shared_ptr<const Region>> regions_;
   std::map<Key, std::shared_ptr<const NamedEvent>> events_;
 };

@@ -13,7 +13,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <utility>
 
 #include "inference/grpc_service.pb.h"
 #include "runtime/ipc/region_registry.h"
@@ -66,8 +65,8 @@ class RingTable {
   std::mutex mu_;
   // Held by the poller serving a request larger than RequestCache::kKeepBytes: one at a time.
   std::timed_mutex large_request_;
-  // By (owner, region name): region names are per identity (ipc::RegionRegistry).
-  using Key = std::pair<std::string, std::string>;
+  // By the region's key: region names are per identity.
+  using Key = ipc::RegionRegistry::Key;
   std::map<Key, std::unique_ptr<RingPoller>> rings_;
   void PruneLocked();  // drops pollers that stopped by themselves (region gone)
 };
