@@ -6,6 +6,7 @@
 
 #include "inference/grpc_service.grpc.pb.h"
 #include "runtime/server/daemon.h"
+#include "runtime/server/infer_wire.h"
 #include "runtime/server/metrics.h"
 
 namespace kjit::server {
@@ -18,6 +19,8 @@ using InferenceServiceBase = inference::GRPCInferenceService::WithAsyncMethod_Se
 class InferenceService final : public InferenceServiceBase {
  public:
   explicit InferenceService(Daemon* d) : d_(d) {}
+  // The bound on a ModelInfer's typed contents once parsed (infer_wire.h): --max-request-bytes.
+  void SetMaxRequestBytes(uint64_t bytes) { wire_limits_.max_contents_bytes = bytes; }
 
   // The asynchronous methods' handlers. InferBytes parses the request (unless it repeats the calling
   // thread's previous one) and serializes the response itself.
@@ -72,6 +75,7 @@ class InferenceService final : public InferenceServiceBase {
 
  private:
   Daemon* d_;
+  InferWireLimits wire_limits_;
 };
 
 }  // namespace kjit::server

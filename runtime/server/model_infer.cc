@@ -72,8 +72,8 @@ bool InferenceService::InferMayWait(const grpc::ByteBuffer& req) const {
   if (!named) return false;
   std::string bytes;
   for (const grpc::Slice& s : slices) bytes.append(view(s));
-  inference::ModelInferRequest parsed;
-  if (!parsed.ParseFromString(bytes)) return false;  // answered inline, as an invalid request
+  inference::ModelInferRequest parsed;  // an invalid request is answered inline, as such
+  if (!CheckInferRequestWire(bytes, wire_limits_).ok() || !parsed.ParseFromString(bytes)) return false;
   auto has_string = [&](const char* name) {
     const auto it = parsed.parameters().find(name);
     return it != parsed.parameters().end() && it->second.has_string_param() && !it->second.string_param().empty();
@@ -91,13 +91,13 @@ grpc::Status InferenceService::InferBytes(const grpc::ServerContext& ctx, const 
   std::string* bytes = cache.incoming();
   bytes->clear();
   for (const grpc::Slice& s : slices) bytes->append(reinterpret_cast<const char*>(s.begin()), s.size());
-  const inference::ModelInferRequest* parsed = cache.Parse();
-  if (parsed == nullptr) {
+  const StatusOr<const inference::ModelInferRequest*> parsed = cache.Parse(wire_limits_);
+  if (!parsed.ok()) {
     cache.Done(0);
-    return ToGrpc(absl::InvalidArgumentError("the request is not a serialized inference.ModelInferRequest"));
+    return ToGrpc(parsed.status());
   }
   inference::ModelInferResponse* out = cache.response();
-  const Status s = Infer(*parsed, *session, out);
+  const Status s = Infer(**parsed, *session, out);
   grpc::Status status = ToGrpc(s);
   if (s.ok()) {
     bool own_buffer = false;

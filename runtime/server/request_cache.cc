@@ -4,12 +4,15 @@
 
 namespace kjit::server {
 
-const inference::ModelInferRequest* RequestCache::Parse() {
+StatusOr<const inference::ModelInferRequest*> RequestCache::Parse(const InferWireLimits& limits) {
   if (!parsed_ || incoming_ != bytes_) {
     bytes_.swap(incoming_);
+    parsed_ = false;
+    KJIT_RETURN_IF_ERROR(CheckInferRequestWire(bytes_, limits));
     parsed_ = request_.ParseFromString(bytes_);
+    if (!parsed_) return absl::InvalidArgumentError("the request is not a serialized inference.ModelInferRequest");
   }
-  return parsed_ ? &request_ : nullptr;
+  return &request_;
 }
 
 void RequestCache::Done(size_t response_bytes) {

@@ -10,6 +10,8 @@
 #include <string>
 
 #include "inference/grpc_service.pb.h"
+#include "runtime/common/status.h"
+#include "runtime/server/infer_wire.h"
 
 namespace kjit::server {
 
@@ -21,8 +23,9 @@ class RequestCache {
   // Where the caller puts the next request's bytes (the previous contents are garbage).
   std::string* incoming() { return &incoming_; }
   // The parse of incoming(): the kept message when the bytes equal the previous request's, else a
-  // new parse. Null when they are not a serialized inference.ModelInferRequest.
-  const inference::ModelInferRequest* Parse();
+  // new parse once CheckInferRequestWire has passed them under `limits`. An error (that check's, or
+  // INVALID_ARGUMENT) when they are not a serialized inference.ModelInferRequest it accepts.
+  StatusOr<const inference::ModelInferRequest*> Parse(const InferWireLimits& limits);
   // A cleared response message to fill.
   inference::ModelInferResponse* response() {
     response_.Clear();

@@ -84,12 +84,14 @@ class RingPoller {
         std::string* bytes = cache_.incoming();
         bytes->resize(n);
         KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(bytes->data(), area(ipc::kRingHeaderBytes), n, "the launch ring"));
-        const inference::ModelInferRequest* req = cache_.Parse();
-        if (req == nullptr) {
-          call = absl::InvalidArgumentError("the ring's request is not a serialized inference.ModelInferRequest");
+        InferWireLimits limits;
+        limits.max_contents_bytes = max_message_;
+        const StatusOr<const inference::ModelInferRequest*> req = cache_.Parse(limits);
+        if (!req.ok()) {
+          call = req.status();
         } else {
           inference::ModelInferResponse* resp = cache_.response();
-          call = (*handler_)(*req, scope_, resp);
+          call = (*handler_)(**req, scope_, resp);
           if (call.ok()) {
             resp->SerializeToString(&out);
             if (out.size() > max_message_) {

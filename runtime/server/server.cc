@@ -162,6 +162,7 @@ Status RunDaemon(const Flags& flags) {
 
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   InferenceService inference(&d);
+  inference.SetMaxRequestBytes(static_cast<uint64_t>(flags.max_request_bytes));
   KernelService kernel(&d);
   HealthService health;  // NOT_SERVING until the kernels are loaded
   d.rings.SetHandler([&inference](const inference::ModelInferRequest& req, const ipc::Scope& session,

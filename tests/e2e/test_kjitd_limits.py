@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """kjitd's limits from Python gRPC clients: system shared memory over TCP only when allowed, the caps
-on messages, sessions, rings, memory and a launch's staging and each user's share of them, index
-pointers in sparse objects, connections that never speak, descriptors kept for connected clients,
-and log lines.
+on messages, sessions, rings, memory and a launch's staging and each user's share of them, requests
+that would parse to far more than their bytes, index pointers in sparse objects, connections that
+never speak, descriptors kept for connected clients, and log lines.
 
 usage: test_kjitd_limits.py --kjitd PATH --stubs DIR --descriptors FILE
 """
@@ -271,6 +271,55 @@ class LimitsTest(unittest.TestCase):
         finally:
             shm.close()
             shm.unlink()
+            self.assertEqual(d.stop(), 0)
+
+    def test_a_request_that_would_parse_to_far_more_than_its_bytes_is_refused_before_its_parse(self):
+        # 20 MB of empty input tensors (2 bytes each on the wire, about 200 parsed) took kjitd 2.1 GB;
+        # 20 MB of INT64 zeros parse to 160 MB. Both are refused from their bytes, over gRPC and
+        # over a launch ring, and kjitd's peak memory stays a few times the request.
+        from kjit import LaunchRing
+        grpc, _, _, pb, pbg, kpb, kpbg = stubs()
+        d = Daemon(["--max-request-bytes", str(64 << 20)])
+        ring = None
+        try:
+            def peak_kib():
+                with open(f"/proc/{d.proc.pid}/status") as f:
+                    return int(next(l for l in f if l.startswith("VmHWM:")).split()[1])
+            raw = d.channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                                        request_serializer=lambda b: b, response_deserializer=lambda b: b)
+            empty_inputs = b"\x0a\x0amla_verify" + b"\x2a\x00" * 10_000_000
+            zeros = pb.ModelInferRequest(model_name="mla_verify")
+            zeros.inputs.add(name="kv_indices", datatype="INT64", shape=[20_000_000])
+            zeros.inputs[0].contents.int64_contents.extend([0] * 20_000_000)
+            zeros = zeros.SerializeToString()
+            self.assertLess(len(zeros), 21 << 20)
+            before = peak_kib()
+            for body, code, says in ((empty_inputs, grpc.StatusCode.INVALID_ARGUMENT, "more than 128 inputs"),
+                                     (zeros, grpc.StatusCode.RESOURCE_EXHAUSTED, "raw_input_contents or in shared memory")):
+                with self.assertRaises(grpc.RpcError) as ctx:
+                    raw(body, timeout=60)
+                self.assertEqual(ctx.exception.code(), code)
+                self.assertIn(says, ctx.exception.details())
+            grown_mib = (peak_kib() - before) / 1024
+            self.assertLess(grown_mib, 200, f"kjitd's peak memory grew {grown_mib:.0f} MiB for 20 MB requests")
+
+            infer = pbg.GRPCInferenceServiceStub(d.channel)
+            ring = LaunchRing(48 << 20)
+            infer.SystemSharedMemoryRegister(
+                pb.SystemSharedMemoryRegisterRequest(name="ring", key=ring.key, byte_size=ring.nbytes))
+            kpbg.KernelServiceStub(d.channel).OpenRing(kpb.OpenRingRequest(region="ring"))
+            for body, code, says in ((empty_inputs, grpc.StatusCode.INVALID_ARGUMENT, "more than 128 inputs"),
+                                     (zeros, grpc.StatusCode.RESOURCE_EXHAUSTED, "raw_input_contents or in shared memory")):
+                got, message, response = ring.call(body)
+                self.assertEqual(got, code.value[0], message)
+                self.assertIn(says, message)
+                self.assertEqual(response, b"")
+            grown_mib = (peak_kib() - before) / 1024
+            self.assertLess(grown_mib, 200, f"kjitd's peak memory grew {grown_mib:.0f} MiB for 20 MB requests")
+            self.assertTrue(infer.ServerLive(pb.ServerLiveRequest()).live)
+        finally:
+            if ring is not None:
+                ring.close()
             self.assertEqual(d.stop(), 0)
 
     def test_out_of_memory_is_an_error_not_an_abort(self):
