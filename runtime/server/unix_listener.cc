@@ -14,11 +14,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/log.h"
+#include "runtime/server/connection_share.h"
+#include "runtime/server/peer.h"
 
 namespace kjit::server {
 
@@ -96,6 +99,8 @@ void UnixListener::Loop(grpc::Server* server) {
   // kjitd raised its limit before it listened (server.cc), and nothing lowers it.
   const int limit = NofileLimit();
   const int reserved = std::max(64, limit / 8);
+  // Each user's share of the descriptors left for connections (connection_share.h).
+  ConnectionShare share((limit - reserved) * 3 / 4, ConnectionShare::SocketIsOpen);
   // Accepted connections that have sent nothing yet, with when they were accepted (oldest first).
   struct Waiting {
     int fd;
@@ -132,6 +137,7 @@ void UnixListener::Loop(grpc::Server* server) {
         accepted_.fetch_add(1);
         grpc::AddInsecureChannelFromFd(server, waiting[i].fd);  // gRPC owns it from here
       } else if (now - waiting[i].since >= kFirstBytesWithin) {
+        share.Forget(waiting[i].fd);
         close(waiting[i].fd);
       } else {
         waiting[kept++] = waiting[i];
@@ -156,6 +162,18 @@ void UnixListener::Loop(grpc::Server* server) {
                      absl::StrCat("refusing connections on the Unix socket: descriptors 0 to ", conn - 1, " of ",
                                   limit, " are open, and ", reserved, " are kept for the clients already connected "
                                   "(raise the process's RLIMIT_NOFILE, or close idle connections)"));
+      continue;
+    }
+    const std::optional<ipc::PeerCredentials> who = SocketPeerCredentials(conn);
+    const uid_t uid = who ? who->uid : static_cast<uid_t>(-1);
+    struct stat st {};
+    if (fstat(conn, &st) != 0 || !share.Admit(conn, uid, st.st_ino, Clock::now())) {
+      close(conn);
+      LogRateLimited(LogLevel::kWarn, "unix-user-share",
+                     absl::StrCat("refusing a connection of uid ", uid, " on the Unix socket: it holds ", share.CountOf(uid),
+                                  " connections, its share (three quarters of the ", limit - reserved,
+                                  " descriptors kjitd keeps for connections; raise RLIMIT_NOFILE, or close idle "
+                                  "connections)"));
       continue;
     }
     waiting.push_back({conn, Clock::now()});

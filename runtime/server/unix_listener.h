@@ -29,7 +29,8 @@ class UnixListener {
   // sent its first bytes; one that sends nothing for kFirstBytesWithin is closed (gRPC would keep
   // it, and its descriptor, for good). A connection is refused (closed at once) while fewer than an
   // eighth of RLIMIT_NOFILE (at least 64) descriptors would stay free, so that the clients already
-  // connected can still open their shared memory objects and the cache its files.
+  // connected can still open their shared memory objects and the cache its files; and one user's
+  // connection is refused while that user holds three quarters of the rest (connection_share.h).
   void Serve(grpc::Server* server);
   static constexpr std::chrono::seconds kFirstBytesWithin{10};
   // Stops accepting (pending connections are refused) and closes the socket; the path stays.

@@ -351,8 +351,9 @@ class LimitsTest(unittest.TestCase):
     def test_silent_connections_are_closed_and_descriptors_kept_for_clients(self):
         # kjitd under a limit of 256 descriptors, 300 connections that never send a byte: gRPC kept
         # such connections for good, and once the descriptors ran out neither new nor connected
-        # clients could do anything that needs one. Now connections past the reserve (64 here) are
-        # refused, a connected client still registers memory, and the silent ones close within 10 s.
+        # clients could do anything that needs one. Now connections past the reserve (64 here), or
+        # past one user's share of the rest, are refused, a connected client still registers
+        # memory, and the silent ones close within 10 s.
         import resource
         grpc, _, _, pb, pbg, _, _ = stubs()
         log = tempfile.TemporaryFile(mode="w+")
@@ -401,7 +402,9 @@ class LimitsTest(unittest.TestCase):
         log.seek(0)
         text = log.read()
         log.close()
-        self.assertIn("refusing connections on the Unix socket", text)
+        # One user: its share (three quarters of the 192 left) runs out first. The reserve against
+        # every user together is test_one_user_cannot_take_every_connection's (perimeter, two users).
+        self.assertIn("refusing a connection of uid", text)
 
     def test_library_errors_are_rate_limited_and_client_text_stays_on_one_line(self):
         grpc, _, _, pb, pbg, kpb, kpbg = stubs()

@@ -94,6 +94,77 @@ class PerimeterTest(unittest.TestCase):
 
 
     @needs_root
+    def test_one_user_cannot_take_every_connection(self):
+        # kjitd under a limit of 256 descriptors keeps 64 in reserve, so 192 are left for
+        # connections; root opens 200. Before, they took all 192 and nobody could not connect. Now
+        # root holds at most three quarters of them (144) and nobody is served.
+        import resource
+        log = tempfile.TemporaryFile(mode="w+")
+        d = Daemon(socket_dir=group_dir, stderr=log,
+                   preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+        held = []
+        try:
+            for _ in range(200):
+                c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                c.connect(d.socket)
+                held.append(c)
+            time.sleep(0.5)
+            refused = 0
+            for c in held:
+                c.setblocking(False)
+                try:
+                    refused += c.recv(1) == b""  # closed by kjitd at once
+                except BlockingIOError:
+                    pass  # still held
+            self.assertGreaterEqual(refused, 200 - 144)
+            self.assertLessEqual(refused, 200 - 144 + 8)  # a few descriptors are the test's own channel
+            rc, out = as_user(f"""
+                ch = grpc.insecure_channel({d.target!r})
+                print(code(pbg.GRPCInferenceServiceStub(ch).ServerLive, pb.ServerLiveRequest()))
+            """)
+            self.assertEqual((rc, out.split()[-1]), (0, "OK"), out)
+            # nobody's own 100 on top: about 30 fit below the reserve for every user together (64
+            # descriptors), which refuses the rest.
+            rc, out = as_user(f"""
+                import socket, time
+                held = []
+                for _ in range(100):
+                    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    c.connect({d.socket!r})
+                    held.append(c)
+                time.sleep(0.5)
+                refused = 0
+                for c in held:
+                    c.setblocking(False)
+                    try:
+                        refused += c.recv(1) == b""
+                    except BlockingIOError:
+                        pass
+                print(refused)
+            """)
+            self.assertEqual(rc, 0, out)
+            self.assertGreaterEqual(int(out.split()[-1]), 50, out)
+            for c in held:  # root closes its connections: it is served again
+                c.close()
+            held = []
+            time.sleep(0.2)
+            fresh = stubs()[0].insecure_channel(d.target, options=OPTIONS)
+            try:
+                pb, pbg = stubs()[3:5]
+                self.assertTrue(pbg.GRPCInferenceServiceStub(fresh).ServerLive(pb.ServerLiveRequest(), timeout=10).live)
+            finally:
+                fresh.close()
+        finally:
+            for c in held:
+                c.close()
+            self.assertEqual(d.stop(), 0)
+        log.seek(0)
+        text = log.read()
+        log.close()
+        self.assertIn("refusing a connection of uid 0", text)
+        self.assertIn("refusing connections on the Unix socket", text)
+
+    @needs_root
     def test_each_user_has_a_name_space_of_its_own(self):
         # A user cannot take a name before another (ALREADY_EXISTS) nor learn that it is in use:
         # root and nobody both register "input0", each sees and unregisters only its own.
