@@ -8,6 +8,7 @@
 // few KB of messages plus that budget.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -20,6 +21,9 @@ struct InferWireLimits {
   static constexpr int kMaxParameters = 64;    // entries of one parameters map (the request's, a tensor's)
   static constexpr int kMaxDims = 32;          // one input's shape
   static constexpr int kMaxUnknownFields = 64; // fields the protocol does not define, in all
+  // Requests of at most this many bytes parse to at most about 7 MB whatever they hold: callers skip
+  // the walk for them (it costs about a third of a parse, and launches are small requests).
+  static constexpr size_t kWalkAbove = size_t{64} << 10;
   // Bytes the typed contents (InferTensorContents' arrays) take once parsed, all inputs together.
   uint64_t max_contents_bytes = uint64_t{128} << 20;
 };

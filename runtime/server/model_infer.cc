@@ -73,7 +73,10 @@ bool InferenceService::InferMayWait(const grpc::ByteBuffer& req) const {
   std::string bytes;
   for (const grpc::Slice& s : slices) bytes.append(view(s));
   inference::ModelInferRequest parsed;  // an invalid request is answered inline, as such
-  if (!CheckInferRequestWire(bytes, wire_limits_).ok() || !parsed.ParseFromString(bytes)) return false;
+  if ((bytes.size() > InferWireLimits::kWalkAbove && !CheckInferRequestWire(bytes, wire_limits_).ok()) ||
+      !parsed.ParseFromString(bytes)) {
+    return false;
+  }
   auto has_string = [&](const char* name) {
     const auto it = parsed.parameters().find(name);
     return it != parsed.parameters().end() && it->second.has_string_param() && !it->second.string_param().empty();

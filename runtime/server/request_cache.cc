@@ -8,7 +8,7 @@ StatusOr<const inference::ModelInferRequest*> RequestCache::Parse(const InferWir
   if (!parsed_ || incoming_ != bytes_) {
     bytes_.swap(incoming_);
     parsed_ = false;
-    KJIT_RETURN_IF_ERROR(CheckInferRequestWire(bytes_, limits));
+    if (bytes_.size() > InferWireLimits::kWalkAbove) KJIT_RETURN_IF_ERROR(CheckInferRequestWire(bytes_, limits));
     parsed_ = request_.ParseFromString(bytes_);
     if (!parsed_) return absl::InvalidArgumentError("the request is not a serialized inference.ModelInferRequest");
   }

@@ -23,7 +23,8 @@ class RequestCache {
   // Where the caller puts the next request's bytes (the previous contents are garbage).
   std::string* incoming() { return &incoming_; }
   // The parse of incoming(): the kept message when the bytes equal the previous request's, else a
-  // new parse once CheckInferRequestWire has passed them under `limits`. An error (that check's, or
+  // new parse once CheckInferRequestWire has passed them under `limits` (if they are more than
+  // InferWireLimits::kWalkAbove). An error (that check's, or
   // INVALID_ARGUMENT) when they are not a serialized inference.ModelInferRequest it accepts.
   StatusOr<const inference::ModelInferRequest*> Parse(const InferWireLimits& limits);
   // A cleared response message to fill.
