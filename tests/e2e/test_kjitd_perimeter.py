@@ -204,6 +204,56 @@ class PerimeterTest(unittest.TestCase):
                 o.unlink()
             self.assertEqual(d.stop(), 0)
 
+    @needs_root
+    def test_two_users_open_rings_under_one_name(self):
+        # Rings are keyed by the identity's region name too: root and nobody each register a region
+        # "ring" on a ring object of their own and open a ring on it; each ring serves its owner's
+        # calls, and nobody closing "ring" closes only its own.
+        from kjit import LaunchRing
+        d = Daemon(socket_dir=group_dir)
+        grpc, _, _, pb, pbg, kpb, kpbg = stubs()
+        infer = pbg.GRPCInferenceServiceStub(d.channel)
+        kernels = kpbg.KernelServiceStub(d.channel)
+        ring = LaunchRing(1 << 16)
+        small = pb.ModelInferRequest(model_name="no_such_model").SerializeToString()
+        try:
+            infer.SystemSharedMemoryRegister(
+                pb.SystemSharedMemoryRegisterRequest(name="ring", key=ring.key, byte_size=ring.nbytes), timeout=10)
+            kernels.OpenRing(kpb.OpenRingRequest(region="ring"), timeout=10)
+            ring_py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client", "python", "kjit",
+                                   "ring.py")
+            rc, out = as_user(f"""
+                import importlib.util  # the ring module alone: "kjit" is the stubs' package here
+                spec = importlib.util.spec_from_file_location("ring", {ring_py!r})
+                ring_module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(ring_module)
+                ring = ring_module.LaunchRing(1 << 16)
+                ch = grpc.insecure_channel({d.target!r})
+                infer = pbg.GRPCInferenceServiceStub(ch)
+                kernels = kpbg.KernelServiceStub(ch)
+                reg = pb.SystemSharedMemoryRegisterRequest(name="ring", key=ring.key, byte_size=ring.nbytes)
+                print("register", code(infer.SystemSharedMemoryRegister, reg))
+                print("open", code(kernels.OpenRing, kpb.OpenRingRequest(region="ring")))
+                status, message, _ = ring.call({small!r})
+                print("call", status, message.replace(" ", "_"))
+                print("close", code(kernels.CloseRing, kpb.CloseRingRequest(region="ring")))
+                ring.close()
+            """)
+            self.assertEqual(rc, 0, out)
+            lines = dict(l.split(" ", 1) for l in out.splitlines() if " " in l)
+            self.assertEqual(lines.get("register"), "OK", out)
+            self.assertEqual(lines.get("open"), "OK", out)
+            self.assertTrue(lines.get("call", "").startswith(str(grpc.StatusCode.INVALID_ARGUMENT.value[0])), out)
+            self.assertIn("no_such_model", lines.get("call", ""), out)
+            self.assertEqual(lines.get("close"), "OK", out)
+            status, message, _ = ring.call(small)  # root's ring still serves
+            self.assertEqual(status, grpc.StatusCode.INVALID_ARGUMENT.value[0], message)
+            self.assertIn("no_such_model", message)
+            kernels.CloseRing(kpb.CloseRingRequest(region="ring"), timeout=10)
+        finally:
+            ring.close()
+            self.assertEqual(d.stop(), 0)
+
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 # Every implemented method (PROTOCOL.md); the others answer UNIMPLEMENTED before any handler runs.
