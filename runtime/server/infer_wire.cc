@@ -22,6 +22,14 @@ struct Reader {
     }
     return false;  // truncated, or more than 10 bytes
   }
+  // A tag as protobuf reads one: at most 5 bytes, the bits past 32 dropped.
+  bool Tag(uint32_t* tag) {
+    const unsigned char* start = p;
+    uint64_t v;
+    if (!Varint(&v) || p - start > 5) return false;
+    *tag = static_cast<uint32_t>(v);
+    return true;
+  }
   bool Skip(uint64_t n) {
     if (n > left()) return false;
     p += n;
@@ -119,8 +127,8 @@ class Walker {
   Status Walk(Reader in, Msg m) {
     Counts counts;
     while (in.left() > 0) {
-      uint64_t tag;
-      if (!in.Varint(&tag) || tag > UINT32_MAX || (tag >> 3) == 0) return Malformed();
+      uint32_t tag;
+      if (!in.Tag(&tag) || (tag >> 3) == 0) return Malformed();
       const int number = static_cast<int>(tag >> 3), wire = static_cast<int>(tag & 7);
       if (wire == kStartGroup) {
         return absl::InvalidArgumentError(absl::StrCat(NameOf(m), " field ", number,

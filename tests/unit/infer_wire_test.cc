@@ -175,6 +175,14 @@ TEST(InferWire, TruncatedOrInvalidBytesAreNotARequest) {
     ExpectRefused(bytes.substr(0, cut), absl::StatusCode::kInvalidArgument, "not a serialized");
   }
   ExpectRefused(std::string("\x00\x01", 2), absl::StatusCode::kInvalidArgument, "not a serialized");  // field 0
+  // A 5-byte tag past 32 bits: protobuf drops the high bits (an undefined varint field here), as
+  // the walk does; a 6-byte tag fails in both. (Found by the fuzzer.)
+  const std::string wide_tag("\x98\x98\x98\x98\x64\x00", 6), longer_tag("\x98\x98\x98\x98\x98\x01\x00", 7);
+  inference::ModelInferRequest parsed;
+  EXPECT_TRUE(parsed.ParseFromString(wide_tag));
+  EXPECT_TRUE(CheckInferRequestWire(wide_tag, Limits(0)).ok());
+  EXPECT_FALSE(parsed.ParseFromString(longer_tag));
+  ExpectRefused(longer_tag, absl::StatusCode::kInvalidArgument, "not a serialized");
   ExpectRefused("\x32\x05\x0a\x01", absl::StatusCode::kInvalidArgument, "not a serialized");  // length past the end
   ExpectRefused(std::string("\x2a\x03\x1a\x02\x80", 5), absl::StatusCode::kInvalidArgument, "not a serialized");
 }
