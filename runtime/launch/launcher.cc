@@ -87,7 +87,10 @@ Status PollUntil(Query query, const char* what, Clock::time_point deadline) {
 int64_t Ms(std::chrono::milliseconds t) { return static_cast<int64_t>(t.count()); }
 
 // Where each tensor in system memory goes in the staging buffers (offsets by request position), and
-// the totals: placed once per launch, before any GPU is involved (CheckStagedBytes).
+// the totals. Placed twice: before any GPU is involved, for the cap (CheckStagedBytes), and again
+// when the launch is staged, because a synchronous launch's device-resident index pointers are
+// read back and checked in between, and are staged from those checked host bytes from then on
+// (internal::CheckIndexPointers makes them host tensors).
 struct Placement {
   std::vector<size_t> in_off, out_off;
   size_t in_total = 0, total = 0;
@@ -112,7 +115,9 @@ Placement Place(const LaunchState& s) {
   return p;
 }
 
-// RESOURCE_EXHAUSTED when the launch would stage more than `max` bytes.
+// RESOURCE_EXHAUSTED when the launch would stage more than `max` bytes. The cap is on the tensors the
+// client put in system memory: index pointers read back from the GPU are not counted (at most three
+// arrays of B + 1 entries, B <= 65535).
 Status CheckStagedBytes(const Placement& p, uint64_t max) {
   if (p.total <= max) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
@@ -121,18 +126,19 @@ Status CheckStagedBytes(const Placement& p, uint64_t max) {
       ", --max-staging-bytes): put the large ones in CUDA shared memory"));
 }
 
-// Device memory of one launch: its placement, the staging buffers, the workspace, the error word.
+// Device memory of one launch: its placement (at staging time), the staging buffers, the workspace,
+// the error word.
 struct Staged : Placement {
-  explicit Staged(Placement p) : Placement(std::move(p)) {}
   CUdeviceptr staging = 0, workspace = 0;
   uint8_t* pinned = nullptr;
   std::shared_ptr<uint8_t> async_pinned;  // an asynchronous launch's own page-locked block
   MappedWord word;                        // where the launch's error word lands
 };
 
-// Step 5: device staging and workspace, the host side of the copies, the copy in.
+// Step 5: the placement, device staging and workspace, the host side of the copies, the copy in.
 Status Stage(DeviceRuntime* dev, const LaunchState& s, const kernels::LaunchNeeds& needs, Staged* st,
              Queued* queued) {
+  static_cast<Placement&>(*st) = Place(s);
   if (st->total > 0) {
     KJIT_ASSIGN_OR_RETURN(st->staging, dev->staging().Staging(st->total));
   }
@@ -299,8 +305,8 @@ Status WaitEventOnHost(DeviceRuntime* dev, const LaunchState& s, Clock::time_poi
 }
 
 // Steps 3-7 under the device's lock.
-Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, Placement place, LaunchResult* result,
-                   Clock::time_point deadline, std::chrono::milliseconds timeout) {
+Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, LaunchResult* result, Clock::time_point deadline,
+                   std::chrono::milliseconds timeout) {
   KJIT_ASSIGN_OR_RETURN(const driver::Api* api, driver::Get());
   std::lock_guard<std::mutex> lock(dev->mu());
   KJIT_RETURN_IF_ERROR(dev->context().MakeCurrent());
@@ -335,7 +341,7 @@ Status RunOnDevice(DeviceRuntime* dev, LaunchState* s, Placement place, LaunchRe
     DeviceStaging* staging;
     ~TrimStaging() { staging->Trim(); }
   } trim{&dev->staging()};
-  Staged st(std::move(place));
+  Staged st;
   // An asynchronous launch's error word is a word of its own, read when it is reaped.
   struct ReleaseWord {
     ErrorWords* words;
@@ -408,8 +414,7 @@ Status Launcher::Run(const LaunchRequest& request, LaunchResult* result) const {
   s.request = &request;
   KJIT_RETURN_IF_ERROR(internal::Check(request, &s, result));
   KJIT_RETURN_IF_ERROR(internal::Locate(*options_.regions, &s));
-  Placement place = Place(s);
-  KJIT_RETURN_IF_ERROR(CheckStagedBytes(place, max_staging_bytes_.load(std::memory_order_relaxed)));
+  KJIT_RETURN_IF_ERROR(CheckStagedBytes(Place(s), max_staging_bytes_.load(std::memory_order_relaxed)));
   // Index pointers in host memory are checked before a GPU is involved; device-resident ones are
   // read back and checked under the device's lock, or left to the kernels.
   if (!internal::IndexPointersOnDevice(s)) KJIT_RETURN_IF_ERROR(internal::CheckIndexPointers(&s));
@@ -420,7 +425,7 @@ Status Launcher::Run(const LaunchRequest& request, LaunchResult* result) const {
   if (s.wait && !s.async()) {
     KJIT_RETURN_IF_ERROR(AfterDeviceError(dev, WaitEventOnHost(dev, s, Clock::now() + timeout, timeout)));
   }
-  return AfterDeviceError(dev, RunOnDevice(dev, &s, std::move(place), result, Clock::now() + timeout, timeout));
+  return AfterDeviceError(dev, RunOnDevice(dev, &s, result, Clock::now() + timeout, timeout));
 }
 
 Status Launcher::AfterDeviceError(DeviceRuntime* dev, Status error) const {
