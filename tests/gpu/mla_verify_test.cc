@@ -276,25 +276,43 @@ TEST_P(MlaVerifyGpu, EverySplitCountMatchesTheReference) {
 // maxima climb past what the lazy online softmax keeps (2^8) now and then, and a spike passes them
 // by hundreds (log2 units), while most tiles keep them. A kernel that kept a running max across
 // such a spike would overflow exp2 (inf, NaN); one that moved it without rescaling O would be off
-// by far more than the tolerance. (The 32x32 tile decides per tile whether the maxima may move.)
-TEST_P(MlaVerifyGpu, RowMaximaThatJumpWithinAChunkMatchTheReference) {
-  for (const auto& [heads, mask] : {std::pair{8, kernels::MaskKind::kBool}, std::pair{64, kernels::MaskKind::kPacked}}) {
-    CaseSpec s;
-    s.seed = 131 + heads, s.num_heads = heads, s.prefix_lens = {heads == 8 ? 3001 : 1111, 45},
-    s.draft_lens = {6, 3}, s.mask = mask, s.tree = TreeKind::kBushy;
-    MlaCase c = reference::MakeCase(s);
-    std::vector<bool> scaled(static_cast<size_t>(c.problem.num_slots), false);
-    int64_t key = 0;
-    for (int b = 0; b < c.batch(); ++b) {
-      for (int64_t j = c.kv_indptr[b]; j < c.kv_indptr[b + 1]; ++j, ++key) {
-        const int64_t slot = c.kv_indices[j];
-        if (slot < 0 || slot >= c.problem.num_slots || scaled[slot]) continue;
-        scaled[slot] = true;
-        const float f = (1.f + static_cast<float>(key) / 160.f) * (key % 293 == 7 ? 64.f : 1.f);
-        uint16_t* row = c.kv_cache.data() + slot * kernels::kMlaKDim;
-        for (int d = 0; d < kernels::kMlaKDim; ++d) row[d] = reference::FloatToBf16(reference::Bf16ToFloat(row[d]) * f);
+// by far more than the tolerance. (The 32x32 tile decides per tile whether the maxima may move; the
+// sm_90a fp8 kernel passes them between its warpgroups within a pair of tiles.) With an fp8 cache the
+// scaled keys are rounded to e4m3 again (saturating at 448).
+CaseSpec JumpingMaximaSpec(int heads) {
+  CaseSpec s;
+  s.seed = 131 + heads, s.num_heads = heads, s.prefix_lens = {heads == 8 ? 3001 : 1111, 45}, s.draft_lens = {6, 3};
+  s.mask = heads == 8 ? kernels::MaskKind::kBool : kernels::MaskKind::kPacked, s.tree = TreeKind::kBushy;
+  return s;
+}
+
+void ScaleKeysSoThatMaximaJump(MlaCase& c) {
+  const bool fp8 = !c.kv_cache_fp8.empty();
+  std::vector<bool> scaled(static_cast<size_t>(c.problem.num_slots), false);
+  int64_t key = 0;
+  for (int b = 0; b < c.batch(); ++b) {
+    for (int64_t j = c.kv_indptr[b]; j < c.kv_indptr[b + 1]; ++j, ++key) {
+      const int64_t slot = c.kv_indices[j];
+      if (slot < 0 || slot >= c.problem.num_slots || scaled[slot]) continue;
+      scaled[slot] = true;
+      const float f = (1.f + static_cast<float>(key) / 160.f) * (key % 293 == 7 ? 64.f : 1.f);
+      for (int d = 0; d < kernels::kMlaKDim; ++d) {
+        if (fp8) {
+          uint8_t& v = c.kv_cache_fp8[slot * kernels::kMlaKDim + d];
+          v = reference::DoubleToE4m3(reference::E4m3ToDouble(v) * f);
+        } else {
+          uint16_t& v = c.kv_cache[slot * kernels::kMlaKDim + d];
+          v = reference::FloatToBf16(reference::Bf16ToFloat(v) * f);
+        }
       }
     }
+  }
+}
+
+TEST_P(MlaVerifyGpu, RowMaximaThatJumpWithinAChunkMatchTheReference) {
+  for (int heads : {8, 64}) {
+    MlaCase c = reference::MakeCase(JumpingMaximaSpec(heads));
+    ScaleKeysSoThatMaximaJump(c);
     for (int splits : {1, 3}) Check(c, "H " + std::to_string(heads) + " num_splits " + std::to_string(splits), splits);
   }
 }
@@ -610,6 +628,16 @@ TEST_P(MlaVerifyFp8Gpu, EverySplitCountMatchesTheReference) {
   const MlaCase c = Fp8Case(MediumSpec(3401));
   for (int splits : {1, 2, 3, 7, 33, 64}) {  // the oracle ignores the hint
     Check(c, "num_splits " + std::to_string(splits), splits);
+  }
+}
+
+// JumpingMaximaSpec over an fp8 cache: odd and even tile counts in one CTA (47 and 18 tiles with
+// one split), one tile, and chunks of three splits.
+TEST_P(MlaVerifyFp8Gpu, RowMaximaThatJumpWithinAChunkMatchTheReference) {
+  for (int heads : {8, 64}) {
+    MlaCase c = Fp8Case(JumpingMaximaSpec(heads));
+    ScaleKeysSoThatMaximaJump(c);
+    for (int splits : {1, 3}) Check(c, "H " + std::to_string(heads) + " num_splits " + std::to_string(splits), splits);
   }
 }
 
