@@ -102,6 +102,40 @@ class Daemon:
 NOBODY = 65534
 
 
+def live_on_a_new_connection(target):
+    """ServerLive on a channel of its own (a new connection to the daemon)."""
+    grpc, _, _, pb, pbg, _, _ = stubs()
+    channel = grpc.insecure_channel(target, options=OPTIONS)
+    try:
+        return pbg.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest(), timeout=10).live
+    finally:
+        channel.close()
+
+
+# flood(path, n): opens n connections to the Unix socket at `path` and returns them (still open on
+# this side) with how many kjitd closed at once. Source text, so that a client run as another user
+# (as_user) can define it too.
+FLOOD_SOURCE = """
+def flood(path, n):
+    import socket, time
+    held = []
+    for _ in range(n):
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(path)
+        held.append(c)
+    time.sleep(0.5)
+    refused = 0
+    for c in held:
+        c.setblocking(False)
+        try:
+            refused += c.recv(1) == b""  # closed by kjitd at once
+        except BlockingIOError:
+            pass  # still held
+    return held, refused
+"""
+exec(FLOOD_SOURCE)
+
+
 def as_user(script, uid=NOBODY, timeout=60):
     """Runs `script` (Python, with the stubs importable) as another user; returns (exit code, stdout)."""
     prelude = textwrap.dedent(f"""

@@ -387,11 +387,7 @@ class LimitsTest(unittest.TestCase):
             for c in silent:  # each was closed by the daemon: refused, or silent too long
                 c.settimeout(5)
                 self.assertEqual(c.recv(1), b"")
-            fresh = grpc.insecure_channel(d.target, options=OPTIONS)
-            try:
-                self.assertTrue(pbg.GRPCInferenceServiceStub(fresh).ServerLive(pb.ServerLiveRequest(), timeout=10).live)
-            finally:
-                fresh.close()
+            self.assertTrue(e2e.live_on_a_new_connection(d.target))
         finally:
             for c in silent:
                 c.close()

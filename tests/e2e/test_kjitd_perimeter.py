@@ -104,18 +104,7 @@ class PerimeterTest(unittest.TestCase):
                    preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
         held = []
         try:
-            for _ in range(200):
-                c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                c.connect(d.socket)
-                held.append(c)
-            time.sleep(0.5)
-            refused = 0
-            for c in held:
-                c.setblocking(False)
-                try:
-                    refused += c.recv(1) == b""  # closed by kjitd at once
-                except BlockingIOError:
-                    pass  # still held
+            held, refused = e2e.flood(d.socket, 200)
             self.assertGreaterEqual(refused, 200 - 144)
             self.assertLessEqual(refused, 200 - 144 + 8)  # a few descriptors are the test's own channel
             rc, out = as_user(f"""
@@ -125,35 +114,14 @@ class PerimeterTest(unittest.TestCase):
             self.assertEqual((rc, out.split()[-1]), (0, "OK"), out)
             # nobody's own 100 on top: about 30 fit below the reserve for every user together (64
             # descriptors), which refuses the rest.
-            rc, out = as_user(f"""
-                import socket, time
-                held = []
-                for _ in range(100):
-                    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                    c.connect({d.socket!r})
-                    held.append(c)
-                time.sleep(0.5)
-                refused = 0
-                for c in held:
-                    c.setblocking(False)
-                    try:
-                        refused += c.recv(1) == b""
-                    except BlockingIOError:
-                        pass
-                print(refused)
-            """)
+            rc, out = as_user(e2e.FLOOD_SOURCE + f"print(flood({d.socket!r}, 100)[1])\n")
             self.assertEqual(rc, 0, out)
             self.assertGreaterEqual(int(out.split()[-1]), 50, out)
             for c in held:  # root closes its connections: it is served again
                 c.close()
             held = []
-            time.sleep(0.2)
-            fresh = stubs()[0].insecure_channel(d.target, options=OPTIONS)
-            try:
-                pb, pbg = stubs()[3:5]
-                self.assertTrue(pbg.GRPCInferenceServiceStub(fresh).ServerLive(pb.ServerLiveRequest(), timeout=10).live)
-            finally:
-                fresh.close()
+            time.sleep(0.2)  # past ConnectionShare::kRecheck
+            self.assertTrue(e2e.live_on_a_new_connection(d.target))
         finally:
             for c in held:
                 c.close()
