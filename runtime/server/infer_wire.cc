@@ -76,7 +76,9 @@ Field Describe(Msg m, int number, Counts* c) {
   Field f;
   auto string = [&] { f.kind = Field::kString; };
   auto scalar = [&](int wire) { f.kind = Field::kScalar, f.wire = wire; };
-  auto array = [&](int wire, int parsed) { f.kind = Field::kScalar, f.wire = wire, f.repeated = true, f.parsed_bytes = parsed; };
+  auto array = [&](int wire, int parsed) {
+    f.kind = Field::kScalar, f.wire = wire, f.repeated = true, f.parsed_bytes = parsed;
+  };
   auto message = [&](Msg sub, uint64_t* count, int cap, const char* what) {
     f.kind = Field::kMessage, f.sub = sub, f.count = count, f.cap = cap, f.what = what;
   };
@@ -86,7 +88,9 @@ Field Describe(Msg m, int number, Counts* c) {
       if (number == 4) message(Msg::kParamEntry, &c->params, L::kMaxParameters, "parameters");
       if (number == 5) message(Msg::kInput, &c->tensors_in, L::kMaxTensors, "inputs");
       if (number == 6) message(Msg::kOutput, &c->tensors_out, L::kMaxTensors, "outputs");
-      if (number == 7) f.kind = Field::kString, f.count = &c->raw, f.cap = L::kMaxTensors, f.what = "raw_input_contents";
+      if (number == 7) {
+        f.kind = Field::kString, f.count = &c->raw, f.cap = L::kMaxTensors, f.what = "raw_input_contents";
+      }
       break;
     case Msg::kInput:
       if (number == 1 || number == 2) string();
@@ -149,9 +153,10 @@ class Walker {
         in.p += len;
       } else {  // a field the protocol does not define, or a known one with another wire type
         if (++unknown_ > InferWireLimits::kMaxUnknownFields) {
-          return absl::InvalidArgumentError(absl::StrCat("the request has more than ", InferWireLimits::kMaxUnknownFields,
-                                                         " fields that inference.ModelInferRequest does not define"
-                                                         " (the last: field ", number, " of ", NameOf(m), ")"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("the request has more than ", InferWireLimits::kMaxUnknownFields,
+                           " fields that inference.ModelInferRequest does not define (the last: field ", number,
+                           " of ", NameOf(m), ")"));
         }
         KJIT_RETURN_IF_ERROR(Skip(&in, wire));
       }

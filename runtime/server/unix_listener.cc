@@ -170,8 +170,9 @@ void UnixListener::Loop(grpc::Server* server) {
     if (fstat(conn, &st) != 0 || !share.Admit(conn, uid, st.st_ino, Clock::now())) {
       close(conn);
       LogRateLimited(LogLevel::kWarn, "unix-user-share",
-                     absl::StrCat("refusing a connection of uid ", uid, " on the Unix socket: it holds ", share.CountOf(uid),
-                                  " connections, its share (three quarters of the ", limit - reserved,
+                     absl::StrCat("refusing a connection of uid ", uid, " on the Unix socket: it holds ",
+                                  share.CountOf(uid), " connections, its share (three quarters of the ",
+                                  limit - reserved,
                                   " descriptors kjitd keeps for connections; raise RLIMIT_NOFILE, or close idle "
                                   "connections)"));
       continue;

@@ -100,7 +100,9 @@ TEST(InferWire, TooManyEntriesAreRefusedByName) {
                 absl::StatusCode::kInvalidArgument, "more than 128 inputs");
   ExpectRefused(one_more([](auto& r) { for (int i = 0; i <= L::kMaxTensors; ++i) r.add_outputs(); }),
                 absl::StatusCode::kInvalidArgument, "more than 128 outputs");
-  ExpectRefused(one_more([](auto& r) { for (int i = 0; i <= L::kMaxTensors; ++i) r.add_raw_input_contents()->push_back(1); }),
+  ExpectRefused(one_more([](auto& r) {
+                  for (int i = 0; i <= L::kMaxTensors; ++i) r.add_raw_input_contents()->push_back(1);
+                }),
                 absl::StatusCode::kInvalidArgument, "more than 128 raw_input_contents");
   ExpectRefused(one_more([](auto& r) {
                   for (int i = 0; i <= L::kMaxParameters; ++i) (*r.mutable_parameters())[absl::StrCat(i)];
@@ -112,10 +114,13 @@ TEST(InferWire, TooManyEntriesAreRefusedByName) {
                 }),
                 absl::StatusCode::kInvalidArgument, "InferRequestedOutputTensor has more than 64 parameters");
   // Packed dims, and the same dims unpacked (field 3, varint, one by one); dims count per tensor.
-  EXPECT_TRUE(CheckInferRequestWire(
-                  one_more([](auto& r) { for (int i = 0; i <= L::kMaxDims; ++i) r.add_inputs()->add_shape(1); }), Limits(0))
-                  .ok());
-  ExpectRefused(one_more([](auto& r) { auto* t = r.add_inputs(); for (int i = 0; i <= L::kMaxDims; ++i) t->add_shape(1 << 20); }),
+  const std::string one_dim_each =
+      one_more([](auto& r) { for (int i = 0; i <= L::kMaxDims; ++i) r.add_inputs()->add_shape(1); });
+  EXPECT_TRUE(CheckInferRequestWire(one_dim_each, Limits(0)).ok());
+  ExpectRefused(one_more([](auto& r) {
+                  auto* t = r.add_inputs();
+                  for (int i = 0; i <= L::kMaxDims; ++i) t->add_shape(1 << 20);
+                }),
                 absl::StatusCode::kInvalidArgument, "InferInputTensor has more than 32 shape dims");
   std::string unpacked;
   for (int i = 0; i <= L::kMaxDims; ++i) unpacked.append("\x18\x01", 2);  // field 3, varint 1
@@ -158,13 +163,15 @@ TEST(InferWire, TypedContentsAreBoundedAsParsed) {
     ASSERT_TRUE(parsed.ParseFromString(over));  // protobuf takes both encodings
     EXPECT_EQ(parsed.inputs(0).contents().int64_contents_size(), (1 << 17) + 1);
     EXPECT_TRUE(CheckInferRequestWire(fits, Limits(1 << 20)).ok());
-    ExpectRefused(over, absl::StatusCode::kResourceExhausted, "typed contents (InferTensorContents) would take more than 1048576");
+    ExpectRefused(over, absl::StatusCode::kResourceExhausted,
+                  "typed contents (InferTensorContents) would take more than 1048576");
   }
   // bytes_contents: an empty string is 2 bytes on the wire and a 32-byte string object parsed.
   inference::ModelInferRequest strings;
   auto* c = strings.add_inputs()->mutable_contents();
   for (int i = 0; i <= (1 << 15); ++i) c->add_bytes_contents("");
-  ExpectRefused(strings.SerializeAsString(), absl::StatusCode::kResourceExhausted, "raw_input_contents or in shared memory");
+  ExpectRefused(strings.SerializeAsString(), absl::StatusCode::kResourceExhausted,
+                "raw_input_contents or in shared memory");
 }
 
 TEST(InferWire, TruncatedOrInvalidBytesAreNotARequest) {
