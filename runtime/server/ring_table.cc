@@ -84,9 +84,7 @@ class RingPoller {
         std::string* bytes = cache_.incoming();
         bytes->resize(n);
         KJIT_RETURN_IF_ERROR(ipc::GuardedCopy(bytes->data(), area(ipc::kRingHeaderBytes), n, "the launch ring"));
-        InferWireLimits limits;
-        limits.max_contents_bytes = max_message_;
-        const StatusOr<const inference::ModelInferRequest*> req = cache_.Parse(limits);
+        const StatusOr<const inference::ModelInferRequest*> req = cache_.Parse(wire_limits_);
         if (!req.ok()) {
           call = req.status();
         } else {
@@ -181,6 +179,7 @@ class RingPoller {
   const ipc::Scope scope_{region_->session, region_->owner};  // its registrant's: the ring's requests run as it
   uint32_t capacity_;
   uint64_t max_message_;
+  const InferWireLimits wire_limits_{max_message_};  // a request's typed contents parse to at most that too
   const ipc::RegionRegistry* regions_;
   const InferHandler* handler_;
   std::chrono::microseconds spin_;

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/log.h"
+#include "runtime/ipc/scope.h"
 #include "runtime/server/connection_share.h"
 #include "runtime/server/peer.h"
 
@@ -100,7 +101,8 @@ void UnixListener::Loop(grpc::Server* server) {
   const int limit = NofileLimit();
   const int reserved = std::max(64, limit / 8);
   // Each user's share of the descriptors left for connections (connection_share.h).
-  ConnectionShare share((limit - reserved) * 3 / 4, ConnectionShare::SocketIsOpen);
+  const int for_connections = limit - reserved;
+  ConnectionShare share(static_cast<int>(ipc::IdentityShare(for_connections)), ConnectionShare::SocketIsOpen);
   // Accepted connections that have sent nothing yet, with when they were accepted (oldest first).
   struct Waiting {
     int fd;
@@ -171,10 +173,10 @@ void UnixListener::Loop(grpc::Server* server) {
       close(conn);
       LogRateLimited(LogLevel::kWarn, "unix-user-share",
                      absl::StrCat("refusing a connection of uid ", uid, " on the Unix socket: it holds ",
-                                  share.CountOf(uid), " connections, its share (three quarters of the ",
-                                  limit - reserved,
-                                  " descriptors kjitd keeps for connections; raise RLIMIT_NOFILE, or close idle "
-                                  "connections)"));
+                                  share.CountOf(uid), " connections, ",
+                                  ipc::IdentityShareText(for_connections, "the descriptors RLIMIT_NOFILE leaves "
+                                                                          "for connections"),
+                                  ": close idle connections, or raise RLIMIT_NOFILE"));
       continue;
     }
     waiting.push_back({conn, Clock::now()});
