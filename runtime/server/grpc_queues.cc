@@ -9,6 +9,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "runtime/common/client_text.h"
 #include "runtime/common/log.h"
 
 namespace kjit::server {
@@ -129,6 +130,34 @@ class UnaryCall final : public Call {
   bool answered_ = false;
 };
 
+// A call of a method no service has: answered UNIMPLEMENTED at once, then deleted; a new one is
+// posted as soon as this one has its call.
+class UnknownMethodCall final : public Call {
+ public:
+  UnknownMethodCall(grpc::AsyncGenericService* service, grpc::ServerCompletionQueue* cq)
+      : service_(service), cq_(cq), stream_(&ctx_) {
+    service_->RequestCall(&ctx_, &stream_, cq_, cq_, this);
+  }
+
+  void Proceed(bool ok) override {
+    if (answered_ || !ok) {
+      delete this;
+      return;
+    }
+    new UnknownMethodCall(service_, cq_);
+    answered_ = true;
+    stream_.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "kjitd has no method " + ClientText(ctx_.method())),
+                   this);
+  }
+
+ private:
+  grpc::AsyncGenericService* service_;
+  grpc::ServerCompletionQueue* cq_;
+  grpc::GenericServerContext ctx_;
+  grpc::GenericServerAsyncReaderWriter stream_;
+  bool answered_ = false;
+};
+
 using LiveCall = UnaryCall<inference::ServerLiveRequest, inference::ServerLiveResponse,
                            &InferenceService::RequestServerLive, &InferenceService::Live>;
 using InferCall = UnaryCall<grpc::ByteBuffer, grpc::ByteBuffer, &InferenceService::RequestModelInfer,
@@ -140,6 +169,7 @@ constexpr int kPostedPerMethod = 2;
 }  // namespace
 
 CompletionQueueThreads::CompletionQueueThreads(InferenceService* service, grpc::ServerBuilder* builder, int threads) : service_(service) {
+  builder->RegisterAsyncGenericService(&unknown_methods_);
   for (int i = 0; i < std::max(1, threads); ++i) queues_.push_back(builder->AddCompletionQueue());
 }
 
@@ -154,6 +184,7 @@ void CompletionQueueThreads::Start() {
       new LiveCall(service_, cq);
       new InferCall(service_, cq);
     }
+    new UnknownMethodCall(&unknown_methods_, cq);
     threads_.emplace_back([cq] {
       void* tag = nullptr;
       bool ok = false;

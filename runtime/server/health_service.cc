@@ -33,6 +33,10 @@ void HealthService::Shutdown() {
   changed_.notify_all();
 }
 
+HealthService::HealthService() {
+  AddMethod(BoundedUnary("/grpc.health.v1.Health/Check", &HealthService::Check, this, nullptr));
+}
+
 grpc::Status HealthService::Check(grpc::ServerContext*, const grpc::health::v1::HealthCheckRequest* req,
                                   HealthCheckResponse* resp) {
   if (!KnownService(req->service()))

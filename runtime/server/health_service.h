@@ -9,11 +9,15 @@
 #include <mutex>
 
 #include "health/v1/health.grpc.pb.h"
+#include "runtime/server/bounded_methods.h"
 
 namespace kjit::server {
 
-class HealthService final : public grpc::health::v1::Health::Service {
+// Check is added again by the constructor, with its request's size checked before its parse
+// (bounded_methods.h; no token). Watch is as generated (a thread per stream).
+class HealthService final : public grpc::health::v1::Health::WithGenericMethod_Check<grpc::health::v1::Health::Service> {
  public:
+  HealthService();
   // The status of the server ("") and of its two services: SERVING or NOT_SERVING.
   void SetServing(bool serving);
   // Ends every Watch (before the server shuts down: it waits for its handlers).

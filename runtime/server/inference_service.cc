@@ -39,6 +39,37 @@ inference::DataType ConfigType(const std::string& first) {
 
 }  // namespace
 
+InferenceService::InferenceService(Daemon* d) : d_(d) {
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ServerReady", &InferenceService::ServerReady, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelReady", &InferenceService::ModelReady, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ServerMetadata", &InferenceService::ServerMetadata, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelMetadata", &InferenceService::ModelMetadata, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelConfig", &InferenceService::ModelConfig, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelStatistics", &InferenceService::ModelStatistics, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/RepositoryIndex", &InferenceService::RepositoryIndex, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/RepositoryModelLoad", &InferenceService::RepositoryModelLoad, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/RepositoryModelUnload", &InferenceService::RepositoryModelUnload, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/SystemSharedMemoryStatus", &InferenceService::SystemSharedMemoryStatus, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/SystemSharedMemoryRegister", &InferenceService::SystemSharedMemoryRegister, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/SystemSharedMemoryUnregister", &InferenceService::SystemSharedMemoryUnregister, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/CudaSharedMemoryStatus", &InferenceService::CudaSharedMemoryStatus, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/CudaSharedMemoryRegister", &InferenceService::CudaSharedMemoryRegister, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/CudaSharedMemoryUnregister", &InferenceService::CudaSharedMemoryUnregister, this, &d_->tcp_token));
+}
+
+grpc::Status InferenceService::RepositoryModelLoad(grpc::ServerContext* ctx, const inference::RepositoryModelLoadRequest*,
+                                                   inference::RepositoryModelLoadResponse*) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "kjitd has no model repository: its models are always loaded");
+}
+
+grpc::Status InferenceService::RepositoryModelUnload(grpc::ServerContext* ctx,
+                                                     const inference::RepositoryModelUnloadRequest*,
+                                                     inference::RepositoryModelUnloadResponse*) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "kjitd has no model repository: its models are always loaded");
+}
+
 grpc::Status InferenceService::CheckToken(const grpc::ServerContext& ctx) const {
   return server::CheckToken(ctx, d_->tcp_token);
 }

@@ -1,10 +1,12 @@
 // inference.GRPCInferenceService (PROTOCOL.md): health and metadata (inference_service.cc),
 // shared memory (shm_service.cc), ModelInfer (model_infer.cc). Unlisted methods: UNIMPLEMENTED.
 // ServerLive and ModelInfer are asynchronous methods, answered by grpc_queues.h's threads through
-// Live() and InferBytes(); the others are synchronous. The launch ring calls Infer().
+// Live() and InferBytes(); the others are synchronous (bounded_methods.h). The launch ring calls
+// Infer().
 #pragma once
 
 #include "inference/grpc_service.grpc.pb.h"
+#include "runtime/server/bounded_methods.h"
 #include "runtime/server/daemon.h"
 #include "runtime/server/infer_wire.h"
 #include "runtime/server/metrics.h"
@@ -12,13 +14,24 @@
 namespace kjit::server {
 
 // ModelInfer is raw (its request and response as bytes): its handler keeps a per-thread
-// RequestCache, so a repeated request is not parsed again.
-using InferenceServiceBase = inference::GRPCInferenceService::WithAsyncMethod_ServerLive<
-    inference::GRPCInferenceService::WithRawMethod_ModelInfer<inference::GRPCInferenceService::Service>>;
+// RequestCache, so a repeated request is not parsed again. Every other method is added again by the
+// constructor, with its request checked before its parse (bounded_methods.h).
+namespace inference_base {
+using GIS = inference::GRPCInferenceService;
+using Base = GIS::WithAsyncMethod_ServerLive<GIS::WithRawMethod_ModelInfer<
+    GIS::WithGenericMethod_ServerReady<GIS::WithGenericMethod_ModelReady<GIS::WithGenericMethod_ServerMetadata<
+        GIS::WithGenericMethod_ModelMetadata<GIS::WithGenericMethod_ModelConfig<GIS::WithGenericMethod_ModelStatistics<
+            GIS::WithGenericMethod_RepositoryIndex<GIS::WithGenericMethod_RepositoryModelLoad<
+                GIS::WithGenericMethod_RepositoryModelUnload<GIS::WithGenericMethod_SystemSharedMemoryStatus<
+                    GIS::WithGenericMethod_SystemSharedMemoryRegister<GIS::WithGenericMethod_SystemSharedMemoryUnregister<
+                        GIS::WithGenericMethod_CudaSharedMemoryStatus<GIS::WithGenericMethod_CudaSharedMemoryRegister<
+                            GIS::WithGenericMethod_CudaSharedMemoryUnregister<GIS::Service>>>>>>>>>>>>>>>>>;
+}  // namespace inference_base
+using InferenceServiceBase = inference_base::Base;
 
 class InferenceService final : public InferenceServiceBase {
  public:
-  explicit InferenceService(Daemon* d) : d_(d) {}
+  explicit InferenceService(Daemon* d);
   // The bound on a ModelInfer's typed contents once parsed (infer_wire.h): --max-request-bytes.
   void SetMaxRequestBytes(uint64_t bytes) { wire_limits_.max_contents_bytes = bytes; }
 
@@ -53,6 +66,12 @@ class InferenceService final : public InferenceServiceBase {
                                inference::ModelStatisticsResponse*) override;
   grpc::Status RepositoryIndex(grpc::ServerContext*, const inference::RepositoryIndexRequest*,
                                inference::RepositoryIndexResponse*) override;
+
+  // UNIMPLEMENTED: kjitd's one model is always loaded.
+  grpc::Status RepositoryModelLoad(grpc::ServerContext*, const inference::RepositoryModelLoadRequest*,
+                                   inference::RepositoryModelLoadResponse*) override;
+  grpc::Status RepositoryModelUnload(grpc::ServerContext*, const inference::RepositoryModelUnloadRequest*,
+                                     inference::RepositoryModelUnloadResponse*) override;
 
   grpc::Status SystemSharedMemoryStatus(grpc::ServerContext*,
                                         const inference::SystemSharedMemoryStatusRequest*,

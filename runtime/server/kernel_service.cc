@@ -54,6 +54,20 @@ StatusOr<std::vector<kernels::Specialization>> SelectSpecs(const std::string& fa
 
 }  // namespace
 
+KernelService::KernelService(Daemon* d) : d_(d) {
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/ListKernels", &KernelService::ListKernels, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/ListDevices", &KernelService::ListDevices, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/GetKernel", &KernelService::GetKernel, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/CacheStats", &KernelService::CacheStats, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/CacheList", &KernelService::CacheList, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/RegisterEvent", &KernelService::RegisterEvent, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/UnregisterEvent", &KernelService::UnregisterEvent, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/OpenRing", &KernelService::OpenRing, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/CloseRing", &KernelService::CloseRing, this, &d_->tcp_token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/DaemonStatus", &KernelService::DaemonStatus, this, &d_->tcp_token));
+  AddMethod(BoundedServerStream("/kjit.v1.KernelService/Compile", &KernelService::Compile, this, &d_->tcp_token));
+}
+
 grpc::Status KernelService::ListKernels(grpc::ServerContext* ctx, const v1::ListKernelsRequest* req,
                                         v1::ListKernelsResponse* resp) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);

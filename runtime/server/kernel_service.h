@@ -3,13 +3,25 @@
 #pragma once
 
 #include "kjit/v1/kernel_service.grpc.pb.h"
+#include "runtime/server/bounded_methods.h"
 #include "runtime/server/daemon.h"
 
 namespace kjit::server {
 
-class KernelService final : public kjit::v1::KernelService::Service {
+// Every method but OpenSession is added again by the constructor, with its request checked before
+// its parse (bounded_methods.h).
+namespace kernel_base {
+using KS = kjit::v1::KernelService;
+using Base = KS::WithGenericMethod_ListKernels<KS::WithGenericMethod_ListDevices<KS::WithGenericMethod_Compile<
+    KS::WithGenericMethod_GetKernel<KS::WithGenericMethod_CacheStats<KS::WithGenericMethod_CacheList<
+        KS::WithGenericMethod_RegisterEvent<KS::WithGenericMethod_UnregisterEvent<KS::WithGenericMethod_OpenRing<
+            KS::WithGenericMethod_CloseRing<KS::WithGenericMethod_DaemonStatus<KS::Service>>>>>>>>>>>;
+}  // namespace kernel_base
+using KernelServiceBase = kernel_base::Base;
+
+class KernelService final : public KernelServiceBase {
  public:
-  explicit KernelService(Daemon* d) : d_(d) {}
+  explicit KernelService(Daemon* d);
 
   grpc::Status ListKernels(grpc::ServerContext*, const v1::ListKernelsRequest*,
                            v1::ListKernelsResponse*) override;

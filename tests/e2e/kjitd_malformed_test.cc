@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "kjit/v1/kernel_service.grpc.pb.h"
 #include "tests/e2e/daemon_fixture.h"
 #include "tests/e2e/infer_requests.h"
@@ -172,9 +173,10 @@ TEST_F(MalformedTest, ArchStringsAreStrict) {
     EXPECT_FALSE(stream->Read(&progress)) << arch << ": compiled";
     EXPECT_EQ(stream->Finish().error_code(), StatusCode::INVALID_ARGUMENT) << arch;
   }
-  // A megabyte of family, specialization or arch with terminal escapes: refused with the name
-  // shortened and escaped, not echoed whole into the status.
-  const std::string hostile = "\x1b[2J" + std::string(1 << 20, 'a');
+  // Half a megabyte of family, specialization or arch with terminal escapes: refused with the name
+  // shortened and escaped, not echoed whole into the status. (A request of over a MiB is refused
+  // before its parse: ControlRequestsOverAMebibyteAreRefusedUnparsed.)
+  const std::string hostile = "\x1b[2J" + std::string(1 << 19, 'a');
   for (int field = 0; field < 3; ++field) {
     grpc::ClientContext c;
     kjit::v1::GetKernelRequest gk;
@@ -187,6 +189,33 @@ TEST_F(MalformedTest, ArchStringsAreStrict) {
     EXPECT_LT(s.error_message().size(), 2000u) << field;
     EXPECT_EQ(s.error_message().find('\x1b'), std::string::npos) << field << ": " << s.error_message().substr(0, 200);
   }
+}
+
+// Every control method's request (all but ModelInfer and the synchronous streams) is refused past
+// 1 MiB from its size, before protobuf parses it: RESOURCE_EXHAUSTED naming the bound, and the
+// daemon serves on.
+TEST_F(MalformedTest, ControlRequestsOverAMebibyteAreRefusedUnparsed) {
+  auto kernels = kjit::v1::KernelService::NewStub(daemon_->Channel());
+  const std::string big(size_t{1} << 20, 'a');
+  grpc::ClientContext c1, c2;
+  kjit::v1::GetKernelRequest gk;
+  gk.set_family(big);
+  kjit::v1::GetKernelResponse gkr;
+  const grpc::Status s = kernels->GetKernel(&c1, gk, &gkr);
+  EXPECT_EQ(s.error_code(), StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find(absl::StrCat("kjit.v1.GetKernelRequest of ", gk.ByteSizeLong(), " bytes")),
+            std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("at most 1048576"), std::string::npos) << s.error_message();
+  kjit::v1::CompileRequest cr;
+  cr.add_archs(big);
+  auto stream = kernels->Compile(&c2, cr);
+  kjit::v1::CompileProgress progress;
+  EXPECT_FALSE(stream->Read(&progress));
+  EXPECT_EQ(stream->Finish().error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  grpc::ClientContext c3;
+  kjit::v1::ListKernelsResponse lk;
+  EXPECT_TRUE(kernels->ListKernels(&c3, kjit::v1::ListKernelsRequest(), &lk).ok());
 }
 
 }  // namespace

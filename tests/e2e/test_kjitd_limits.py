@@ -322,6 +322,79 @@ class LimitsTest(unittest.TestCase):
                 ring.close()
             self.assertEqual(d.stop(), 0)
 
+    def test_control_requests_are_checked_before_their_parse(self):
+        # Every method but ModelInfer (and the streams that stay synchronous) takes at most 1 MiB,
+        # checked from its bytes: a 20 MB Compile of empty specialization names used to parse to
+        # about 0.9 GB, 20 MB of undefined fields to about 150 MB. Bytes that are not the method's
+        # request are INVALID_ARGUMENT, a method kjitd lacks or a name no service has UNIMPLEMENTED,
+        # and the daemon serves on.
+        grpc, hpb, hpbg, pb, pbg, kpb, kpbg = stubs()
+        d = Daemon(["--max-request-bytes", str(64 << 20)]).wait_ready()
+        try:
+            def peak_kib():
+                with open(f"/proc/{d.proc.pid}/status") as f:
+                    return int(next(l for l in f if l.startswith("VmHWM:")).split()[1])
+
+            def raw(method, body, stream=False):
+                call = (d.channel.unary_stream if stream else d.channel.unary_unary)(
+                    method, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+                with self.assertRaises(grpc.RpcError) as ctx:
+                    out = call(body, timeout=60)
+                    if stream:
+                        list(out)
+                return ctx.exception.code(), ctx.exception.details()
+
+            empty_names = b"\x12\x0amla_verify" + b"\x1a\x00" * 10_000_000  # family, then 10M ""
+            undefined = b"\xf8\x07\x00" * 7_000_000                            # field 127, varint 0
+            cases = [("/kjit.v1.KernelService/Compile", empty_names, True, "kjit.v1.CompileRequest"),
+                     ("/inference.GRPCInferenceService/ModelMetadata", undefined, False,
+                      "inference.ModelMetadataRequest"),
+                     ("/inference.GRPCInferenceService/CudaSharedMemoryRegister", undefined, False,
+                      "inference.CudaSharedMemoryRegisterRequest"),
+                     ("/kjit.v1.KernelService/OpenRing", undefined, False, "kjit.v1.OpenRingRequest"),
+                     ("/grpc.health.v1.Health/Check", undefined, False, "grpc.health.v1.HealthCheckRequest")]
+            before = peak_kib()
+            for method, body, stream, type_name in cases:
+                code, details = raw(method, body, stream)
+                self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED, (method, details))
+                self.assertIn(f"a {type_name} of {len(body)} bytes", details)
+                self.assertIn("at most 1048576", details)
+            grown_mib = (peak_kib() - before) / 1024
+            self.assertLess(grown_mib, 200, f"kjitd's peak memory grew {grown_mib:.0f} MiB for 20 MB requests")
+
+            # At the bound a request is parsed and answered (its undefined fields ignored); past it
+            # by one byte it is refused.
+            # field 127 (undefined) with a 1048559-byte payload: 1048576 bytes in all
+            body = b"\x0a\x0amla_verify" + b"\xfa\x07" + bytes([0xef, 0xff, 0x3f]) + b"x" * 1048559
+            self.assertEqual(len(body), 1048576)
+            metadata = d.channel.unary_unary("/inference.GRPCInferenceService/ModelMetadata",
+                                             request_serializer=lambda b: b,
+                                             response_deserializer=pb.ModelMetadataResponse.FromString)
+            self.assertEqual(metadata(body, timeout=60).name, "mla_verify")
+            code, details = raw("/inference.GRPCInferenceService/ModelMetadata", body + b"\x00")
+            self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED, details)
+
+            code, details = raw("/inference.GRPCInferenceService/ModelMetadata", b"\x0a\xff\x01abc")
+            self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, details)
+            self.assertIn("are not a inference.ModelMetadataRequest", details)
+            code, details = raw("/kjit.v1.KernelService/Compile", b"\x0a", stream=True)
+            self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, details)
+            code, details = raw("/inference.GRPCInferenceService/RepositoryModelLoad", undefined)
+            self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED, details)
+            code, details = raw("/inference.GRPCInferenceService/RepositoryModelLoad", b"\x12\x03abc")
+            self.assertEqual(code, grpc.StatusCode.UNIMPLEMENTED, details)
+            code, details = raw("/inference.GRPCInferenceService/NoSuchMethod", undefined)
+            self.assertEqual(code, grpc.StatusCode.UNIMPLEMENTED, details)
+            self.assertIn("kjitd has no method /inference.GRPCInferenceService/NoSuchMethod", details)
+
+            infer = pbg.GRPCInferenceServiceStub(d.channel)
+            self.assertTrue(infer.ServerLive(pb.ServerLiveRequest()).live)
+            self.assertEqual(infer.ModelMetadata(pb.ModelMetadataRequest(name="mla_verify")).name, "mla_verify")
+            self.assertEqual(hpbg.HealthStub(d.channel).Check(hpb.HealthCheckRequest()).status,
+                             hpb.HealthCheckResponse.SERVING)
+        finally:
+            self.assertEqual(d.stop(), 0)
+
     def test_out_of_memory_is_an_error_not_an_abort(self):
         # kjitd under an address-space limit that holds gRPC's copy of a 192 MiB request but not
         # kjitd's own: std::bad_alloc used to escape the ModelInfer thread and abort the daemon.

@@ -224,7 +224,8 @@ class PerimeterTest(unittest.TestCase):
 
 
 TOKEN = "0123456789abcdef0123456789abcdef"
-# Every implemented method (PROTOCOL.md); the others answer UNIMPLEMENTED before any handler runs.
+# Every implemented method (PROTOCOL.md); the others answer UNIMPLEMENTED (RepositoryModelLoad and
+# RepositoryModelUnload after the token).
 INFERENCE_METHODS = {"ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata", "ModelConfig",
                      "ModelInfer", "ModelStatistics", "RepositoryIndex", "CudaSharedMemoryRegister",
                      "CudaSharedMemoryUnregister", "CudaSharedMemoryStatus", "SystemSharedMemoryRegister",
@@ -263,20 +264,21 @@ class TokenTest(unittest.TestCase):
         assert cls.d.stop() == 0
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    def call(self, channel, service, method, metadata=None):
+    def call(self, channel, service, method, metadata=None, timeout=10):
         """Calls `method` with an empty request: its status code and message."""
-        pb = self.kpb if service.full_name.startswith("kjit.") else self.pb
+        pb = (self.kpb if service.full_name.startswith("kjit.") else
+              self.hpb if service.full_name.startswith("grpc.health.") else self.pb)
         request = getattr(pb, method.input_type.name)()
         response = getattr(pb, method.output_type.name)
         path = f"/{service.full_name}/{method.name}"
         kw = dict(request_serializer=type(request).SerializeToString, response_deserializer=response.FromString)
         try:
             if method.client_streaming:
-                list(channel.stream_stream(path, **kw)(iter([request]), metadata=metadata, timeout=10))
+                list(channel.stream_stream(path, **kw)(iter([request]), metadata=metadata, timeout=timeout))
             elif method.server_streaming:
-                list(channel.unary_stream(path, **kw)(request, metadata=metadata, timeout=10))
+                list(channel.unary_stream(path, **kw)(request, metadata=metadata, timeout=timeout))
             else:
-                channel.unary_unary(path, **kw)(request, metadata=metadata, timeout=10)
+                channel.unary_unary(path, **kw)(request, metadata=metadata, timeout=timeout)
             return self.grpc.StatusCode.OK, ""
         except self.grpc.RpcError as e:
             return e.code(), e.details()
@@ -299,6 +301,43 @@ class TokenTest(unittest.TestCase):
                 self.assertIn("kjit-token", message)
                 self.assertNotIn(TOKEN, message)
         self.assertTrue(self.pbg.GRPCInferenceServiceStub(self.d.channel).ServerLive(self.pb.ServerLiveRequest()).live)
+
+    def test_the_token_is_checked_before_the_request_is_looked_at(self):
+        # Over TCP without the token, a request past the control methods' 1 MiB, or one that does
+        # not parse, is UNAUTHENTICATED: kjitd neither parses nor sizes a stranger's request.
+        for path in ("/inference.GRPCInferenceService/ModelMetadata", "/kjit.v1.KernelService/GetKernel"):
+            call = self.tcp.unary_unary(path, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+            for body in (b"\xf8\x07\x00" * 700_000, b"\x0a\xff\x01"):
+                with self.assertRaises(self.grpc.RpcError) as ctx:
+                    call(body, timeout=10)
+                self.assertEqual(ctx.exception.code(), self.grpc.StatusCode.UNAUTHENTICATED, path)
+        stream = self.tcp.unary_stream("/kjit.v1.KernelService/Compile", request_serializer=lambda b: b,
+                                       response_deserializer=lambda b: b)
+        with self.assertRaises(self.grpc.RpcError) as ctx:
+            list(stream(b"\x1a\x00" * 600_000, timeout=10))
+        self.assertEqual(ctx.exception.code(), self.grpc.StatusCode.UNAUTHENTICATED)
+
+    def test_every_method_answers_an_empty_request_with_a_status(self):
+        # Every method of the three services, the ones kjitd does not implement included, called
+        # over the Unix socket with an empty request: a status from kjitd (never UNKNOWN, INTERNAL
+        # or a daemon gone), UNIMPLEMENTED only where the protocol's method has no use in kjitd.
+        g = self.grpc.StatusCode
+        unimplemented = {"RepositoryModelLoad", "RepositoryModelUnload", "ModelStreamInfer"}
+        services = [self.pb.DESCRIPTOR.services_by_name["GRPCInferenceService"],
+                    self.kpb.DESCRIPTOR.services_by_name["KernelService"],
+                    self.hpb.DESCRIPTOR.services_by_name["Health"]]
+        called = 0
+        for service in services:
+            for method in service.methods:
+                code, message = self.call(self.d.channel, service, method, timeout=3)
+                called += 1
+                self.assertIsNone(self.d.proc.poll(), f"kjitd exited on {method.name}")
+                self.assertNotIn(code, (g.UNKNOWN, g.INTERNAL, g.UNAVAILABLE), (method.name, message))
+                if method.name in unimplemented:
+                    self.assertEqual(code, g.UNIMPLEMENTED, (method.name, message))
+                else:
+                    self.assertNotEqual(code, g.UNIMPLEMENTED, (method.name, message))
+        self.assertGreaterEqual(called, 30)
 
     def test_the_right_token_is_answered(self):
         md = (("kjit-token", TOKEN),)
