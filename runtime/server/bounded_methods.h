@@ -3,10 +3,10 @@
 // gRPC parses a synchronous method's request before its handler runs, up to --max-request-bytes
 // (the bound ModelInfer needs for tensors sent inline), and a parse may take far more memory than
 // its bytes: about 44 times for KernelService/Compile's repeated names, 7.5 times for fields the
-// protocol does not define, 20 MB of which took kjitd 0.9 GB. Every unary method but ServerLive and
-// ModelInfer (grpc_queues.h), KernelService/Compile and Health/Check are therefore served through
-// these: gRPC hands the handler the request's bytes (its ByteBuffer, on the same synchronous
-// threads as before), which checks, in order:
+// protocol does not define, 20 MB of which took kjitd 0.9 GB. Every method but ServerLive and
+// ModelInfer (grpc_queues.h) is therefore served through these (KernelService/OpenSession checks
+// each of its messages itself): gRPC hands the handler the request's bytes (its ByteBuffer, on the
+// same synchronous threads as before), which checks, in order:
 //   1. the token, where the service takes one (TCP clients): UNAUTHENTICATED, nothing parsed;
 //   2. the size: at most kMaxControlRequestBytes, RESOURCE_EXHAUSTED past it (no such request
 //      needs more than a few KB);
@@ -15,8 +15,7 @@
 // its WithGenericMethod_X base and adds this one under the same name (AddMethod); gRPC then needs a
 // generic service, which answers the names no service has (grpc_queues.h).
 //
-// What stays as gRPC parses it: KernelService/OpenSession's and Health/Watch's messages (streams that
-// hold a thread each, bounded by --max-sessions and HealthService::kMaxWatches) and gRPC's reflection.
+// What stays as gRPC parses it, under --max-request-bytes: gRPC's reflection service.
 #pragma once
 
 #include <grpcpp/grpcpp.h>

@@ -35,6 +35,7 @@ void HealthService::Shutdown() {
 
 HealthService::HealthService() {
   AddMethod(BoundedUnary("/grpc.health.v1.Health/Check", &HealthService::Check, this, nullptr));
+  AddMethod(BoundedServerStream("/grpc.health.v1.Health/Watch", &HealthService::Watch, this, nullptr));
 }
 
 grpc::Status HealthService::Check(grpc::ServerContext*, const grpc::health::v1::HealthCheckRequest* req,

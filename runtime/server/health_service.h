@@ -13,9 +13,11 @@
 
 namespace kjit::server {
 
-// Check is added again by the constructor, with its request's size checked before its parse
-// (bounded_methods.h; no token). Watch is as generated (a thread per stream).
-class HealthService final : public grpc::health::v1::Health::WithGenericMethod_Check<grpc::health::v1::Health::Service> {
+// Check and Watch are added again by the constructor, with their requests' sizes checked before
+// their parse (bounded_methods.h; no token).
+class HealthService final
+    : public grpc::health::v1::Health::WithGenericMethod_Check<
+          grpc::health::v1::Health::WithGenericMethod_Watch<grpc::health::v1::Health::Service>> {
  public:
   HealthService();
   // The status of the server ("") and of its two services: SERVING or NOT_SERVING.

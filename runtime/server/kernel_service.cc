@@ -66,6 +66,13 @@ KernelService::KernelService(Daemon* d) : d_(d) {
   AddMethod(BoundedUnary("/kjit.v1.KernelService/CloseRing", &KernelService::CloseRing, this, &d_->tcp_token));
   AddMethod(BoundedUnary("/kjit.v1.KernelService/DaemonStatus", &KernelService::DaemonStatus, this, &d_->tcp_token));
   AddMethod(BoundedServerStream("/kjit.v1.KernelService/Compile", &KernelService::Compile, this, &d_->tcp_token));
+  AddMethod(new grpc::internal::RpcServiceMethod(
+      "/kjit.v1.KernelService/OpenSession", grpc::internal::RpcMethod::BIDI_STREAMING,
+      new grpc::internal::BidiStreamingHandler<KernelService, grpc::ByteBuffer, v1::SessionEvent>(
+          [](KernelService* s, grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::SessionEvent, grpc::ByteBuffer>* stream) {
+            return s->OpenSession(ctx, stream);
+          },
+          this)));
 }
 
 grpc::Status KernelService::ListKernels(grpc::ServerContext* ctx, const v1::ListKernelsRequest* req,
@@ -243,8 +250,8 @@ grpc::Status KernelService::CloseRing(grpc::ServerContext* ctx, const v1::CloseR
   return grpc::Status::OK;
 }
 
-grpc::Status KernelService::OpenSession(
-    grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>* stream) {
+grpc::Status KernelService::OpenSession(grpc::ServerContext* ctx,
+                                        grpc::ServerReaderWriter<v1::SessionEvent, grpc::ByteBuffer>* stream) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto opened = d_->sessions.Open(ctx->peer(), ctx);
   if (!opened.ok()) return ToGrpc(opened.status());
@@ -255,8 +262,13 @@ grpc::Status KernelService::OpenSession(
   std::string client = ctx->peer();
   grpc::Status ended = grpc::Status::OK;
   for (;;) {
+    grpc::ByteBuffer bytes;
+    if (!stream->Read(&bytes)) break;  // the client ended the stream or went away
     v1::SessionRequest msg;  // one per read: a large one's bytes are not kept for the session's life
-    if (!stream->Read(&msg)) break;  // the client ended the stream or went away
+    if (grpc::Status parsed = ParseControlRequest(*ctx, nullptr, bytes, &msg); !parsed.ok()) {
+      ended = parsed;
+      break;
+    }
     if (msg.client_name().size() > ipc::kMaxRegistrationNameBytes) {
       ended = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                            absl::StrCat("client_name has ", msg.client_name().size(), " bytes; at most ",
@@ -274,7 +286,7 @@ grpc::Status KernelService::OpenSession(
     for (auto& dev : d_->devices) dev->ReapFinished();
   }
   Log(LogLevel::kInfo, absl::StrCat("session ", id, " (", ClientText(client), ") ended; released ", released,
-                                    " regions/events", ended.ok() ? "" : " (client_name too long)"));
+                                    " regions/events", ended.ok() ? "" : " (a message refused)"));
   return ended;
 }
 

@@ -8,14 +8,14 @@
 
 namespace kjit::server {
 
-// Every method but OpenSession is added again by the constructor, with its request checked before
-// its parse (bounded_methods.h).
+// Every method is added again by the constructor, with its request (OpenSession: each message)
+// checked before its parse (bounded_methods.h).
 namespace kernel_base {
 using KS = kjit::v1::KernelService;
 using Base = KS::WithGenericMethod_ListKernels<KS::WithGenericMethod_ListDevices<KS::WithGenericMethod_Compile<
     KS::WithGenericMethod_GetKernel<KS::WithGenericMethod_CacheStats<KS::WithGenericMethod_CacheList<
         KS::WithGenericMethod_RegisterEvent<KS::WithGenericMethod_UnregisterEvent<KS::WithGenericMethod_OpenRing<
-            KS::WithGenericMethod_CloseRing<KS::WithGenericMethod_DaemonStatus<KS::Service>>>>>>>>>>>;
+            KS::WithGenericMethod_CloseRing<KS::WithGenericMethod_DaemonStatus<KS::WithGenericMethod_OpenSession<KS::Service>>>>>>>>>>>>;
 }  // namespace kernel_base
 using KernelServiceBase = kernel_base::Base;
 
@@ -40,8 +40,9 @@ class KernelService final : public KernelServiceBase {
                                v1::UnregisterEventResponse*) override;
   grpc::Status OpenRing(grpc::ServerContext*, const v1::OpenRingRequest*, v1::OpenRingResponse*) override;
   grpc::Status CloseRing(grpc::ServerContext*, const v1::CloseRingRequest*, v1::CloseRingResponse*) override;
-  grpc::Status OpenSession(grpc::ServerContext*,
-                           grpc::ServerReaderWriter<v1::SessionEvent, v1::SessionRequest>*) override;
+  // Each SessionRequest comes as bytes (ParseControlRequest): a message past 1 MiB or one that does
+  // not parse ends the session with that status.
+  grpc::Status OpenSession(grpc::ServerContext*, grpc::ServerReaderWriter<v1::SessionEvent, grpc::ByteBuffer>*);
   // daemon_status.cc
   grpc::Status DaemonStatus(grpc::ServerContext*, const v1::DaemonStatusRequest*,
                             v1::DaemonStatusResponse*) override;

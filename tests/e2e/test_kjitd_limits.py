@@ -176,12 +176,13 @@ class LimitsTest(unittest.TestCase):
         d = Daemon()
         kernels = kpbg.KernelServiceStub(d.channel)
         try:
-            stream = kernels.OpenSession(iter([kpb.SessionRequest(client_name="x" * (1 << 20))]), timeout=30)
+            # (half a MiB: a message past 1 MiB is refused before its parse, in the test below)
+            stream = kernels.OpenSession(iter([kpb.SessionRequest(client_name="x" * (1 << 19))]), timeout=30)
             self.assertTrue(next(stream).session_id)
             with self.assertRaises(grpc.RpcError) as ctx:
                 next(stream)
             self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
-            self.assertIn("client_name has 1048576 bytes; at most 256", ctx.exception.details())
+            self.assertIn("client_name has 524288 bytes; at most 256", ctx.exception.details())
             stream = kernels.OpenSession(iter([kpb.SessionRequest(client_name="y" * 256)]), timeout=30)
             self.assertTrue(next(stream).session_id)
             with self.assertRaises(StopIteration):  # ends OK when the client ends its side
@@ -323,8 +324,8 @@ class LimitsTest(unittest.TestCase):
             self.assertEqual(d.stop(), 0)
 
     def test_control_requests_are_checked_before_their_parse(self):
-        # Every method but ModelInfer (and the streams that stay synchronous) takes at most 1 MiB,
-        # checked from its bytes: a 20 MB Compile of empty specialization names used to parse to
+        # Every method's request but ModelInfer's (and each message of a session) takes at most
+        # 1 MiB, checked from its bytes: a 20 MB Compile of empty specialization names used to parse to
         # about 0.9 GB, 20 MB of undefined fields to about 150 MB. Bytes that are not the method's
         # request are INVALID_ARGUMENT, a method kjitd lacks or a name no service has UNIMPLEMENTED,
         # and the daemon serves on.
@@ -352,13 +353,23 @@ class LimitsTest(unittest.TestCase):
                      ("/inference.GRPCInferenceService/CudaSharedMemoryRegister", undefined, False,
                       "inference.CudaSharedMemoryRegisterRequest"),
                      ("/kjit.v1.KernelService/OpenRing", undefined, False, "kjit.v1.OpenRingRequest"),
-                     ("/grpc.health.v1.Health/Check", undefined, False, "grpc.health.v1.HealthCheckRequest")]
+                     ("/grpc.health.v1.Health/Check", undefined, False, "grpc.health.v1.HealthCheckRequest"),
+                     ("/grpc.health.v1.Health/Watch", undefined, True, "grpc.health.v1.HealthCheckRequest")]
             before = peak_kib()
             for method, body, stream, type_name in cases:
                 code, details = raw(method, body, stream)
                 self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED, (method, details))
                 self.assertIn(f"a {type_name} of {len(body)} bytes", details)
                 self.assertIn("at most 1048576", details)
+            # A session's messages too: the session ends with the refusal.
+            session = d.channel.stream_stream("/kjit.v1.KernelService/OpenSession", request_serializer=lambda b: b,
+                                              response_deserializer=kpb.SessionEvent.FromString)
+            events = session(iter([undefined]), timeout=60)
+            with self.assertRaises(grpc.RpcError) as ctx:
+                for event in events:
+                    self.assertTrue(event.session_id)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, ctx.exception.details())
+            self.assertIn(f"a kjit.v1.SessionRequest of {len(undefined)} bytes", ctx.exception.details())
             grown_mib = (peak_kib() - before) / 1024
             self.assertLess(grown_mib, 200, f"kjitd's peak memory grew {grown_mib:.0f} MiB for 20 MB requests")
 
