@@ -133,6 +133,26 @@ int KernelCompiler::DefaultParallelism() {
 KernelCompiler::KernelCompiler(cache::CubinCache* cache, int max_parallel)
     : cache_(cache), max_parallel_(max_parallel > 0 ? max_parallel : DefaultParallelism()) {}
 
+StatusOr<nvrtc::CompileResult> KernelCompiler::CompileWhenFree(const nvrtc::CompileRequest& req) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    freed_.wait(lock, [this] { return running_ < max_parallel_; });
+    peak_ = std::max(peak_, ++running_);
+  }
+  auto result = nvrtc::Compile(req);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --running_;
+  }
+  freed_.notify_one();
+  return result;
+}
+
+int KernelCompiler::peak_parallel() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_;
+}
+
 StatusOr<CompiledKernel> KernelCompiler::Get(const Specialization& spec, std::string_view arch) {
   const std::string what = absl::StrCat(spec.family, "/", spec.name, " for ", std::string(arch));
   const std::string target = spec.target_arch ? spec.target_arch(arch) : std::string(arch);
@@ -141,7 +161,7 @@ StatusOr<CompiledKernel> KernelCompiler::Get(const Specialization& spec, std::st
   auto req = BuildRequest(spec, target);
   if (!req.ok()) return WithContext(req.status(), what);
   if (cache_ == nullptr) {
-    auto r = nvrtc::Compile(*req);
+    auto r = CompileWhenFree(*req);
     if (!r.ok()) return WithContext(r.status(), what);
     return FromResult(spec, arch, target, std::move(*r));
   }
@@ -156,7 +176,7 @@ StatusOr<CompiledKernel> KernelCompiler::Get(const Specialization& spec, std::st
   cache::Request creq{.key = cache::ComputeKey(in), .arch = req->arch, .family = spec.family,
                       .specialization = spec.name};
   auto compile = [&]() -> StatusOr<cache::Entry> {
-    KJIT_ASSIGN_OR_RETURN(nvrtc::CompileResult r, nvrtc::Compile(*req));
+    KJIT_ASSIGN_OR_RETURN(nvrtc::CompileResult r, CompileWhenFree(*req));
     return ToEntry(FromResult(spec, arch, target, std::move(r)), in.options);
   };
   cache::Origin origin = cache::Origin::kCompiled;

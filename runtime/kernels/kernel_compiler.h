@@ -4,9 +4,11 @@
 
 #include <cuda.h>
 
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -53,14 +55,24 @@ class KernelCompiler {
       const std::vector<Specialization>& specs, const std::vector<std::string>& archs,
       std::function<void(int, int, const CompiledKernel*, const Status&)> progress = {});
 
+  // At most this many NVRTC compiles run at once, across every caller of Get and GetAll (each
+  // takes about 500 MB: concurrent callers, e.g. a daemon's clients, wait for a free one).
   int max_parallel() const { return max_parallel_; }
+  // The most NVRTC compiles that have run at once.
+  int peak_parallel() const;
 
   // Cores and memory bound used when max_parallel <= 0.
   static int DefaultParallelism();
 
  private:
+  // Runs one NVRTC compile once fewer than max_parallel_ run.
+  StatusOr<nvrtc::CompileResult> CompileWhenFree(const nvrtc::CompileRequest& req);
+
   cache::CubinCache* cache_;
   int max_parallel_;
+  mutable std::mutex mu_;
+  std::condition_variable freed_;
+  int running_ = 0, peak_ = 0;
 };
 
 // Modules of one device (the device's context current on the calling thread). Resolves EVERY

@@ -1,6 +1,7 @@
 // Specialization + arch -> cubin through the cache (compiled, disk hit, memory hit: identical
 // bytes), the bounded pool, arch compatibility, and the arch check at load. A small test kernel
 // tree is given through KJIT_KERNEL_DIR. Loading and launching on a device: tests/gpu/runtime_driver_test.cc.
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -197,6 +198,24 @@ TEST_F(KernelCompilerTest, GetAllKeepsOrderAndReportsProgress) {
   }
   EXPECT_GE(KernelCompiler::DefaultParallelism(), 1);
   EXPECT_LE(KernelCompiler::DefaultParallelism(), static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// max_parallel bounds the compiles of every caller together: six threads, each compiling its own
+// two specializations through GetAll (whose own pool is also max_parallel wide), never run more
+// than two NVRTC compiles at once, and every result is right.
+TEST_F(KernelCompilerTest, ConcurrentCallersShareTheBound) {
+  KernelCompiler compiler(nullptr, 2);
+  std::vector<std::thread> callers;
+  std::atomic<int> ok{0};
+  for (int c = 0; c < 6; ++c) {
+    callers.emplace_back([&, c] {
+      const std::vector<Specialization> specs = {Spec(32 * (c + 1), 1.f), Spec(32 * (c + 1), 2.f)};
+      for (const auto& r : compiler.GetAll(specs, {"sm_90"})) ok += r.ok() ? 1 : 0;
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(ok.load(), 12);
+  EXPECT_EQ(compiler.peak_parallel(), 2);
 }
 
 TEST(ArchRunsOnTest, Compatibility) {
