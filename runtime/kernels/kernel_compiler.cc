@@ -206,11 +206,23 @@ std::vector<StatusOr<CompiledKernel>> KernelCompiler::GetAll(
       }
     }
   };
-  const int threads = std::min(max_parallel_, total);
+  // Threads beside the caller's: at most max_parallel_ - 1 across every call at once, so that many
+  // callers at once each compile on their own thread instead of adding threads that would only wait
+  // for a free compile.
+  int extra = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    extra = std::max(0, std::min(total - 1, max_parallel_ - 1 - extra_threads_));
+    extra_threads_ += extra;
+  }
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  for (int t = 0; t < extra; ++t) pool.emplace_back(worker);
   worker();
   for (std::thread& t : pool) t.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    extra_threads_ -= extra;
+  }
   return results;
 }
 

@@ -50,6 +50,8 @@ class KernelCompiler {
   StatusOr<CompiledKernel> Get(const Specialization& spec, std::string_view arch);
 
   // Every (spec, arch) pair, specs-major: result index = spec_index * archs.size() + arch_index.
+  // Compiled on the caller's thread and up to max_parallel - 1 more, fewer while other calls hold
+  // such threads.
   // progress(done, total, kernel or null, status) is called once per item, serialized.
   std::vector<StatusOr<CompiledKernel>> GetAll(
       const std::vector<Specialization>& specs, const std::vector<std::string>& archs,
@@ -73,6 +75,7 @@ class KernelCompiler {
   mutable std::mutex mu_;
   std::condition_variable freed_;
   int running_ = 0, peak_ = 0;
+  int extra_threads_ = 0;  // GetAll's threads beside its callers', all calls together
 };
 
 // Modules of one device (the device's context current on the calling thread). Resolves EVERY

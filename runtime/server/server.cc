@@ -115,6 +115,10 @@ void ApplyLimits(const Flags& flags, Daemon* d) {
 
 // No new connection (those open finish their calls within `grace`), then the server, its
 // completion-queue threads and the launch rings stop.
+// The synchronous calls other than sessions that may run at once: HealthService::kMaxWatches Watch
+// streams, the pollers, and others (compiles waiting for NVRTC among them).
+constexpr int kSyncThreadsBeyondSessions = HealthService::kMaxWatches + 128;
+
 void StopServing(UnixListener& unix_listener, grpc::Server& server, CompletionQueueThreads& queues,
                  std::chrono::seconds grace, Daemon& d) {
   unix_listener.Stop();
@@ -176,6 +180,13 @@ Status RunDaemon(const Flags& flags) {
   // thread per call. (With the completion-queue threads in the server these threads do not poll the socket.)
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 4);
+  // Each synchronous call holds a thread while it runs, and a call that waits (a session, a Watch,
+  // a compile queued for NVRTC) holds it that long: gRPC would start a thread for every one. At
+  // most kSyncThreadsBeyondSessions more than the sessions may run; past that a call is answered
+  // RESOURCE_EXHAUSTED ("Server Threadpool Exhausted") at once.
+  grpc::ResourceQuota quota("kjitd");
+  quota.SetMaxThreads(static_cast<int>(flags.max_sessions) + kSyncThreadsBeyondSessions);
+  builder.SetResourceQuota(quota);
   // A port another daemon holds is an error, not shared (gRPC's default SO_REUSEPORT would split
   // the clients between the two).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

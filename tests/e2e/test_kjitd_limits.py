@@ -406,6 +406,55 @@ class LimitsTest(unittest.TestCase):
         finally:
             self.assertEqual(d.stop(), 0)
 
+    def test_calls_that_wait_hold_a_bounded_number_of_threads(self):
+        # 300 Compile calls at once, most of them waiting for NVRTC (kjitd compiles two at a time on
+        # two cores): gRPC started a thread for each. Now at most --max-sessions + 192 synchronous
+        # calls run; the rest are answered RESOURCE_EXHAUSTED at once, and the daemon serves on.
+        import threading
+        grpc, _, _, pb, pbg, kpb, kpbg = stubs()
+        d = Daemon(["--max-sessions", "8"]).wait_ready()
+        try:
+            kernels = kpbg.KernelServiceStub(d.channel)
+            codes, peak, done = {}, [0], threading.Event()
+            lock = threading.Lock()
+
+            def threads():
+                with open(f"/proc/{d.proc.pid}/status") as f:
+                    return int(next(l for l in f if l.startswith("Threads:")).split()[1])
+
+            def sample():
+                while not done.is_set():
+                    peak[0] = max(peak[0], threads())
+                    time.sleep(0.01)
+
+            def compile_one(i):
+                try:
+                    list(kernels.Compile(kpb.CompileRequest(family="mla_verify_naive", archs=[("sm_75", "sm_80", "sm_86", "sm_89", "sm_90")[i % 5]]),
+                                         timeout=300))
+                    code = grpc.StatusCode.OK
+                except grpc.RpcError as e:
+                    code = e.code()
+                with lock:
+                    codes[code] = codes.get(code, 0) + 1
+
+            idle = threads()
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            callers = [threading.Thread(target=compile_one, args=(i,)) for i in range(300)]
+            for c in callers:
+                c.start()
+            for c in callers:
+                c.join()
+            done.set()
+            sampler.join()
+            self.assertEqual(sum(codes.values()), 300)
+            self.assertLessEqual(set(codes), {grpc.StatusCode.OK, grpc.StatusCode.RESOURCE_EXHAUSTED}, codes)
+            self.assertGreater(codes.get(grpc.StatusCode.OK, 0), 0, codes)
+            self.assertLess(peak[0] - idle, 8 + 192 + 16, f"kjitd went from {idle} to {peak[0]} threads")
+            self.assertTrue(pbg.GRPCInferenceServiceStub(d.channel).ServerLive(pb.ServerLiveRequest()).live)
+        finally:
+            self.assertEqual(d.stop(), 0)
+
     def test_out_of_memory_is_an_error_not_an_abort(self):
         # kjitd under an address-space limit that holds gRPC's copy of a 192 MiB request but not
         # kjitd's own: std::bad_alloc used to escape the ModelInfer thread and abort the daemon.
