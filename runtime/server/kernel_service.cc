@@ -70,7 +70,7 @@ KernelService::KernelService(Daemon* d) : d_(d) {
       "/kjit.v1.KernelService/OpenSession", grpc::internal::RpcMethod::BIDI_STREAMING,
       new grpc::internal::BidiStreamingHandler<KernelService, grpc::ByteBuffer, v1::SessionEvent>(
           [](KernelService* s, grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::SessionEvent, grpc::ByteBuffer>* stream) {
-            return s->OpenSession(ctx, stream);
+            return s->ServeSession(ctx, stream);
           },
           this)));
 }
@@ -250,8 +250,8 @@ grpc::Status KernelService::CloseRing(grpc::ServerContext* ctx, const v1::CloseR
   return grpc::Status::OK;
 }
 
-grpc::Status KernelService::OpenSession(grpc::ServerContext* ctx,
-                                        grpc::ServerReaderWriter<v1::SessionEvent, grpc::ByteBuffer>* stream) {
+grpc::Status KernelService::ServeSession(grpc::ServerContext* ctx,
+                                         grpc::ServerReaderWriter<v1::SessionEvent, grpc::ByteBuffer>* stream) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   auto opened = d_->sessions.Open(ctx->peer(), ctx);
   if (!opened.ok()) return ToGrpc(opened.status());

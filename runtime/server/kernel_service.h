@@ -40,9 +40,9 @@ class KernelService final : public KernelServiceBase {
                                v1::UnregisterEventResponse*) override;
   grpc::Status OpenRing(grpc::ServerContext*, const v1::OpenRingRequest*, v1::OpenRingResponse*) override;
   grpc::Status CloseRing(grpc::ServerContext*, const v1::CloseRingRequest*, v1::CloseRingResponse*) override;
-  // Each SessionRequest comes as bytes (ParseControlRequest): a message past 1 MiB or one that does
-  // not parse ends the session with that status.
-  grpc::Status OpenSession(grpc::ServerContext*, grpc::ServerReaderWriter<v1::SessionEvent, grpc::ByteBuffer>*);
+  // KernelService/OpenSession. Each SessionRequest comes as bytes (ParseControlRequest): a message
+  // past 1 MiB or one that does not parse ends the session with that status.
+  grpc::Status ServeSession(grpc::ServerContext*, grpc::ServerReaderWriter<v1::SessionEvent, grpc::ByteBuffer>*);
   // daemon_status.cc
   grpc::Status DaemonStatus(grpc::ServerContext*, const v1::DaemonStatusRequest*,
                             v1::DaemonStatusResponse*) override;
