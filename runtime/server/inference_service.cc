@@ -40,21 +40,22 @@ inference::DataType ConfigType(const std::string& first) {
 }  // namespace
 
 InferenceService::InferenceService(Daemon* d) : d_(d) {
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ServerReady", &InferenceService::ServerReady, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelReady", &InferenceService::ModelReady, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ServerMetadata", &InferenceService::ServerMetadata, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelMetadata", &InferenceService::ModelMetadata, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelConfig", &InferenceService::ModelConfig, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelStatistics", &InferenceService::ModelStatistics, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/RepositoryIndex", &InferenceService::RepositoryIndex, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/RepositoryModelLoad", &InferenceService::RepositoryModelLoad, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/RepositoryModelUnload", &InferenceService::RepositoryModelUnload, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/SystemSharedMemoryStatus", &InferenceService::SystemSharedMemoryStatus, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/SystemSharedMemoryRegister", &InferenceService::SystemSharedMemoryRegister, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/SystemSharedMemoryUnregister", &InferenceService::SystemSharedMemoryUnregister, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/CudaSharedMemoryStatus", &InferenceService::CudaSharedMemoryStatus, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/CudaSharedMemoryRegister", &InferenceService::CudaSharedMemoryRegister, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/CudaSharedMemoryUnregister", &InferenceService::CudaSharedMemoryUnregister, this, &d_->tcp_token));
+  const std::string* token = d != nullptr ? &d->tcp_token : nullptr;  // null: a test's service without a daemon
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ServerReady", &InferenceService::ServerReady, this, token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelReady", &InferenceService::ModelReady, this, token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ServerMetadata", &InferenceService::ServerMetadata, this, token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelMetadata", &InferenceService::ModelMetadata, this, token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelConfig", &InferenceService::ModelConfig, this, token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelStatistics", &InferenceService::ModelStatistics, this, token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/RepositoryIndex", &InferenceService::RepositoryIndex, this, token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/RepositoryModelLoad", &InferenceService::RepositoryModelLoad, this, token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/RepositoryModelUnload", &InferenceService::RepositoryModelUnload, this, token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/SystemSharedMemoryStatus", &InferenceService::SystemSharedMemoryStatus, this, token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/SystemSharedMemoryRegister", &InferenceService::SystemSharedMemoryRegister, this, token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/SystemSharedMemoryUnregister", &InferenceService::SystemSharedMemoryUnregister, this, token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/CudaSharedMemoryStatus", &InferenceService::CudaSharedMemoryStatus, this, token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/CudaSharedMemoryRegister", &InferenceService::CudaSharedMemoryRegister, this, token));
+  AddMethod(BoundedUnary("/inference.GRPCInferenceService/CudaSharedMemoryUnregister", &InferenceService::CudaSharedMemoryUnregister, this, token));
 }
 
 grpc::Status InferenceService::RepositoryModelLoad(grpc::ServerContext* ctx, const inference::RepositoryModelLoadRequest*,

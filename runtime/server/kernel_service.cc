@@ -55,17 +55,18 @@ StatusOr<std::vector<kernels::Specialization>> SelectSpecs(const std::string& fa
 }  // namespace
 
 KernelService::KernelService(Daemon* d) : d_(d) {
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/ListKernels", &KernelService::ListKernels, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/ListDevices", &KernelService::ListDevices, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/GetKernel", &KernelService::GetKernel, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/CacheStats", &KernelService::CacheStats, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/CacheList", &KernelService::CacheList, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/RegisterEvent", &KernelService::RegisterEvent, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/UnregisterEvent", &KernelService::UnregisterEvent, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/OpenRing", &KernelService::OpenRing, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/CloseRing", &KernelService::CloseRing, this, &d_->tcp_token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/DaemonStatus", &KernelService::DaemonStatus, this, &d_->tcp_token));
-  AddMethod(BoundedServerStream("/kjit.v1.KernelService/Compile", &KernelService::Compile, this, &d_->tcp_token));
+  const std::string* token = d != nullptr ? &d->tcp_token : nullptr;  // null: a test's service without a daemon
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/ListKernels", &KernelService::ListKernels, this, token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/ListDevices", &KernelService::ListDevices, this, token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/GetKernel", &KernelService::GetKernel, this, token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/CacheStats", &KernelService::CacheStats, this, token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/CacheList", &KernelService::CacheList, this, token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/RegisterEvent", &KernelService::RegisterEvent, this, token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/UnregisterEvent", &KernelService::UnregisterEvent, this, token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/OpenRing", &KernelService::OpenRing, this, token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/CloseRing", &KernelService::CloseRing, this, token));
+  AddMethod(BoundedUnary("/kjit.v1.KernelService/DaemonStatus", &KernelService::DaemonStatus, this, token));
+  AddMethod(BoundedServerStream("/kjit.v1.KernelService/Compile", &KernelService::Compile, this, token));
   AddMethod(new grpc::internal::RpcServiceMethod(
       "/kjit.v1.KernelService/OpenSession", grpc::internal::RpcMethod::BIDI_STREAMING,
       new grpc::internal::BidiStreamingHandler<KernelService, grpc::ByteBuffer, v1::SessionEvent>(
