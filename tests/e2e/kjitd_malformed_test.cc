@@ -191,9 +191,8 @@ TEST_F(MalformedTest, ArchStringsAreStrict) {
   }
 }
 
-// Every control method's request (all but ModelInfer and the synchronous streams) is refused past
-// 1 MiB from its size, before protobuf parses it: RESOURCE_EXHAUSTED naming the bound, and the
-// daemon serves on.
+// Every method's request but ModelInfer's is refused past 1 MiB from its size, before protobuf
+// parses it: RESOURCE_EXHAUSTED naming the bound, and the daemon serves on.
 TEST_F(MalformedTest, ControlRequestsOverAMebibyteAreRefusedUnparsed) {
   auto kernels = kjit::v1::KernelService::NewStub(daemon_->Channel());
   const std::string big(size_t{1} << 20, 'a');
