@@ -407,10 +407,11 @@ class LimitsTest(unittest.TestCase):
             self.assertEqual(d.stop(), 0)
 
     def test_calls_that_wait_hold_a_bounded_number_of_threads(self):
-        # 300 Compile calls at once, most of them waiting for NVRTC (kjitd compiles two at a time on
-        # two cores): gRPC started a thread for each. Now at most --max-sessions + 192 synchronous
-        # calls run; the rest are answered RESOURCE_EXHAUSTED at once, and the daemon serves on.
-        import threading
+        # 300 Compile calls at once, most of them waiting for NVRTC (kjitd compiles as many at once as
+        # its cores allow): gRPC started a thread for each, and each compile call more. Now at most
+        # --max-sessions + 192 synchronous calls run, the rest are answered RESOURCE_EXHAUSTED at
+        # once, and the daemon serves on. (The bound below leaves 64 threads for gRPC's own and the
+        # compiles'; 03e329a went from 12 to 612 threads on two cores.)
         grpc, _, _, pb, pbg, kpb, kpbg = stubs()
         d = Daemon(["--max-sessions", "8"]).wait_ready()
         try:
@@ -429,8 +430,8 @@ class LimitsTest(unittest.TestCase):
 
             def compile_one(i):
                 try:
-                    list(kernels.Compile(kpb.CompileRequest(family="mla_verify_naive", archs=[("sm_75", "sm_80", "sm_86", "sm_89", "sm_90")[i % 5]]),
-                                         timeout=300))
+                    arch = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90")[i % 5]
+                    list(kernels.Compile(kpb.CompileRequest(family="mla_verify_naive", archs=[arch]), timeout=300))
                     code = grpc.StatusCode.OK
                 except grpc.RpcError as e:
                     code = e.code()
@@ -450,7 +451,7 @@ class LimitsTest(unittest.TestCase):
             self.assertEqual(sum(codes.values()), 300)
             self.assertLessEqual(set(codes), {grpc.StatusCode.OK, grpc.StatusCode.RESOURCE_EXHAUSTED}, codes)
             self.assertGreater(codes.get(grpc.StatusCode.OK, 0), 0, codes)
-            self.assertLess(peak[0] - idle, 8 + 192 + 16, f"kjitd went from {idle} to {peak[0]} threads")
+            self.assertLess(peak[0] - idle, 8 + 192 + 64, f"kjitd went from {idle} to {peak[0]} threads")
             self.assertTrue(pbg.GRPCInferenceServiceStub(d.channel).ServerLive(pb.ServerLiveRequest()).live)
         finally:
             self.assertEqual(d.stop(), 0)
