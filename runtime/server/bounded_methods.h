@@ -4,8 +4,8 @@
 // (the bound ModelInfer needs for tensors sent inline), and a parse may take far more memory than
 // its bytes: about 44 times for KernelService/Compile's repeated names, 7.5 times for fields the
 // protocol does not define, 20 MB of which took kjitd 0.9 GB. Every method but ServerLive and
-// ModelInfer (grpc_queues.h) is therefore served through these (KernelService/OpenSession checks
-// each of its messages itself): gRPC hands the handler the request's bytes (its ByteBuffer, on the
+// ModelInfer (grpc_queues.h; ServerLive's request is checked the same way there) is therefore served
+// through these (KernelService/OpenSession checks each of its messages itself): gRPC hands the handler the request's bytes (its ByteBuffer, on the
 // same synchronous threads as before), which checks, in order:
 //   1. the token, where the service takes one (TCP clients): UNAUTHENTICATED, nothing parsed;
 //   2. the size: at most kMaxControlRequestBytes, RESOURCE_EXHAUSTED past it (no such request

@@ -75,10 +75,14 @@ grpc::Status InferenceService::CheckToken(const grpc::ServerContext& ctx) const 
   return server::CheckToken(ctx, d_->tcp_token);
 }
 
-grpc::Status InferenceService::Live(const grpc::ServerContext&, const inference::ServerLiveRequest&,
-                                    inference::ServerLiveResponse* resp) {
-  resp->set_live(true);
-  return grpc::Status::OK;
+grpc::Status InferenceService::Live(const grpc::ServerContext& ctx, const grpc::ByteBuffer& req,
+                                    grpc::ByteBuffer* resp) {
+  inference::ServerLiveRequest parsed;
+  if (grpc::Status s = ParseControlRequest(ctx, nullptr, req, &parsed); !s.ok()) return s;
+  inference::ServerLiveResponse live;
+  live.set_live(true);
+  bool own_buffer = false;
+  return grpc::SerializationTraits<inference::ServerLiveResponse>::Serialize(live, resp, &own_buffer);
 }
 
 grpc::Status InferenceService::ServerReady(grpc::ServerContext* ctx, const inference::ServerReadyRequest*,

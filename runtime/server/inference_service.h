@@ -13,12 +13,12 @@
 
 namespace kjit::server {
 
-// ModelInfer is raw (its request and response as bytes): its handler keeps a per-thread
-// RequestCache, so a repeated request is not parsed again. Every other method is added again by the
+// ServerLive and ModelInfer are raw (their requests and responses as bytes): ModelInfer's handler
+// keeps a per-thread RequestCache, so a repeated request is not parsed again. Every other method is added again by the
 // constructor, with its request checked before its parse (bounded_methods.h).
 namespace inference_base {
 using GIS = inference::GRPCInferenceService;
-using Base = GIS::WithAsyncMethod_ServerLive<GIS::WithRawMethod_ModelInfer<
+using Base = GIS::WithRawMethod_ServerLive<GIS::WithRawMethod_ModelInfer<
     GIS::WithGenericMethod_ServerReady<GIS::WithGenericMethod_ModelReady<GIS::WithGenericMethod_ServerMetadata<
         GIS::WithGenericMethod_ModelMetadata<GIS::WithGenericMethod_ModelConfig<GIS::WithGenericMethod_ModelStatistics<
             GIS::WithGenericMethod_RepositoryIndex<GIS::WithGenericMethod_RepositoryModelLoad<
@@ -37,8 +37,9 @@ class InferenceService final : public InferenceServiceBase {
 
   // The asynchronous methods' handlers. InferBytes parses the request (unless it repeats the calling
   // thread's previous one) and serializes the response itself.
-  grpc::Status Live(const grpc::ServerContext& ctx, const inference::ServerLiveRequest& req,
-                    inference::ServerLiveResponse* resp);
+  // ServerLive's request and response as bytes: the request is checked before its parse as the
+  // synchronous methods' are (ParseControlRequest; the token is checked by the caller).
+  grpc::Status Live(const grpc::ServerContext& ctx, const grpc::ByteBuffer& req, grpc::ByteBuffer* resp);
   grpc::Status InferBytes(const grpc::ServerContext& ctx, const grpc::ByteBuffer& req, grpc::ByteBuffer* resp);
   // Whether the request is a synchronous launch with a kjit_wait_event: its call may wait up to
   // --launch-timeout-ms for the event, so grpc_queues.cc answers it on a thread of its own. Cheap

@@ -348,6 +348,7 @@ class LimitsTest(unittest.TestCase):
             empty_names = b"\x12\x0amla_verify" + b"\x1a\x00" * 10_000_000  # family, then 10M ""
             undefined = b"\xf8\x07\x00" * 7_000_000                            # field 127, varint 0
             cases = [("/kjit.v1.KernelService/Compile", empty_names, True, "kjit.v1.CompileRequest"),
+                     ("/inference.GRPCInferenceService/ServerLive", undefined, False, "inference.ServerLiveRequest"),
                      ("/inference.GRPCInferenceService/ModelMetadata", undefined, False,
                       "inference.ModelMetadataRequest"),
                      ("/inference.GRPCInferenceService/CudaSharedMemoryRegister", undefined, False,
