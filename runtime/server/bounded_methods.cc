@@ -13,7 +13,8 @@ grpc::Status CheckControlRequest(const grpc::ServerContext& ctx, const std::stri
   if (bytes.Length() > kMaxControlRequestBytes) {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         absl::StrCat("a ", type, " of ", bytes.Length(), " bytes: kjitd takes at most ",
-                                     kMaxControlRequestBytes, " for it (only ModelInfer takes up to --max-request-bytes)"));
+                                     kMaxControlRequestBytes,
+                                     " for it (only ModelInfer takes up to --max-request-bytes)"));
   }
   return grpc::Status::OK;
 }

@@ -4,16 +4,19 @@
 // (the bound ModelInfer needs for tensors sent inline), and a parse may take far more memory than
 // its bytes: about 44 times for KernelService/Compile's repeated names, 7.5 times for fields the
 // protocol does not define, 20 MB of which took kjitd 0.9 GB. Every method but ServerLive and
-// ModelInfer (grpc_queues.h; ServerLive's request is checked the same way there) is therefore served
-// through these (KernelService/OpenSession checks each of its messages itself): gRPC hands the handler the request's bytes (its ByteBuffer, on the
-// same synchronous threads as before), which checks, in order:
+// ModelInfer (grpc_queues.h; ServerLive's request is checked the same way there) is therefore
+// served through these (KernelService/OpenSession checks each of its messages itself): gRPC hands
+// the handler the request's bytes (its ByteBuffer, on the same synchronous threads as before),
+// which checks, in order:
 //   1. the token, where the service takes one (TCP clients): UNAUTHENTICATED, nothing parsed;
 //   2. the size: at most kMaxControlRequestBytes, RESOURCE_EXHAUSTED past it (no such request
 //      needs more than a few KB);
 //   3. the parse: INVALID_ARGUMENT when the bytes are not the method's request;
-// then runs the service's typed handler as before. A service takes the generated method out with
-// its WithGenericMethod_X base and adds this one under the same name (AddMethod); gRPC then needs a
-// generic service, which answers the names no service has (grpc_queues.h).
+// then runs the service's typed handler as before (whose first line checks the token again: a
+// string compare, kept so that no handler depends on how it is reached). A service takes the
+// generated method out with its WithGenericMethod_X base and adds this one under the same name
+// (AddMethod); gRPC then needs a generic service, which answers the names no service has
+// (grpc_queues.h).
 //
 // What stays as gRPC parses it, under --max-request-bytes: gRPC's reflection service.
 #pragma once
@@ -34,8 +37,8 @@ grpc::Status CheckControlRequest(const grpc::ServerContext& ctx, const std::stri
 
 // Steps 1-3: *out parsed from `bytes`.
 template <typename Request>
-grpc::Status ParseControlRequest(const grpc::ServerContext& ctx, const std::string* token, const grpc::ByteBuffer& bytes,
-                                 Request* out) {
+grpc::Status ParseControlRequest(const grpc::ServerContext& ctx, const std::string* token,
+                                 const grpc::ByteBuffer& bytes, Request* out) {
   const std::string& type = Request::descriptor()->full_name();
   if (grpc::Status s = CheckControlRequest(ctx, token, bytes, type); !s.ok()) return s;
   grpc::ByteBuffer copy(bytes);  // shares the slices: Deserialize takes its argument's
@@ -49,9 +52,9 @@ grpc::Status ParseControlRequest(const grpc::ServerContext& ctx, const std::stri
 // The unary method `path` ("/package.Service/Method") of `service`, answered by `handler` (a
 // member of S or of its generated base) once its request has passed ParseControlRequest.
 template <typename S, typename C, typename Request, typename Response>
-grpc::internal::RpcServiceMethod* BoundedUnary(const char* path,
-                                               grpc::Status (C::*handler)(grpc::ServerContext*, const Request*, Response*),
-                                               S* service, const std::string* token) {
+grpc::internal::RpcServiceMethod* BoundedUnary(
+    const char* path, grpc::Status (C::*handler)(grpc::ServerContext*, const Request*, Response*), S* service,
+    const std::string* token) {
   auto run = [handler, token](S* s, grpc::ServerContext* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
     Request req;
     if (grpc::Status parsed = ParseControlRequest(*ctx, token, *in, &req); !parsed.ok()) return parsed;

@@ -158,7 +158,8 @@ class UnknownMethodCall final : public Call {
   bool answered_ = false;
 };
 
-using LiveCall = UnaryCall<grpc::ByteBuffer, grpc::ByteBuffer, &InferenceService::RequestServerLive, &InferenceService::Live>;
+using LiveCall =
+    UnaryCall<grpc::ByteBuffer, grpc::ByteBuffer, &InferenceService::RequestServerLive, &InferenceService::Live>;
 using InferCall = UnaryCall<grpc::ByteBuffer, grpc::ByteBuffer, &InferenceService::RequestModelInfer,
                             &InferenceService::InferBytes, &InferenceService::InferMayWait>;
 

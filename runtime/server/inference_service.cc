@@ -41,24 +41,27 @@ inference::DataType ConfigType(const std::string& first) {
 
 InferenceService::InferenceService(Daemon* d) : d_(d) {
   const std::string* token = d != nullptr ? &d->tcp_token : nullptr;  // null: a test's service without a daemon
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ServerReady", &InferenceService::ServerReady, this, token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelReady", &InferenceService::ModelReady, this, token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ServerMetadata", &InferenceService::ServerMetadata, this, token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelMetadata", &InferenceService::ModelMetadata, this, token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelConfig", &InferenceService::ModelConfig, this, token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/ModelStatistics", &InferenceService::ModelStatistics, this, token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/RepositoryIndex", &InferenceService::RepositoryIndex, this, token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/RepositoryModelLoad", &InferenceService::RepositoryModelLoad, this, token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/RepositoryModelUnload", &InferenceService::RepositoryModelUnload, this, token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/SystemSharedMemoryStatus", &InferenceService::SystemSharedMemoryStatus, this, token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/SystemSharedMemoryRegister", &InferenceService::SystemSharedMemoryRegister, this, token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/SystemSharedMemoryUnregister", &InferenceService::SystemSharedMemoryUnregister, this, token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/CudaSharedMemoryStatus", &InferenceService::CudaSharedMemoryStatus, this, token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/CudaSharedMemoryRegister", &InferenceService::CudaSharedMemoryRegister, this, token));
-  AddMethod(BoundedUnary("/inference.GRPCInferenceService/CudaSharedMemoryUnregister", &InferenceService::CudaSharedMemoryUnregister, this, token));
+  using S = InferenceService;
+  auto add = [&](const char* path, auto handler) { AddMethod(BoundedUnary(path, handler, this, token)); };
+  add("/inference.GRPCInferenceService/ServerReady", &S::ServerReady);
+  add("/inference.GRPCInferenceService/ModelReady", &S::ModelReady);
+  add("/inference.GRPCInferenceService/ServerMetadata", &S::ServerMetadata);
+  add("/inference.GRPCInferenceService/ModelMetadata", &S::ModelMetadata);
+  add("/inference.GRPCInferenceService/ModelConfig", &S::ModelConfig);
+  add("/inference.GRPCInferenceService/ModelStatistics", &S::ModelStatistics);
+  add("/inference.GRPCInferenceService/RepositoryIndex", &S::RepositoryIndex);
+  add("/inference.GRPCInferenceService/RepositoryModelLoad", &S::RepositoryModelLoad);
+  add("/inference.GRPCInferenceService/RepositoryModelUnload", &S::RepositoryModelUnload);
+  add("/inference.GRPCInferenceService/SystemSharedMemoryStatus", &S::SystemSharedMemoryStatus);
+  add("/inference.GRPCInferenceService/SystemSharedMemoryRegister", &S::SystemSharedMemoryRegister);
+  add("/inference.GRPCInferenceService/SystemSharedMemoryUnregister", &S::SystemSharedMemoryUnregister);
+  add("/inference.GRPCInferenceService/CudaSharedMemoryStatus", &S::CudaSharedMemoryStatus);
+  add("/inference.GRPCInferenceService/CudaSharedMemoryRegister", &S::CudaSharedMemoryRegister);
+  add("/inference.GRPCInferenceService/CudaSharedMemoryUnregister", &S::CudaSharedMemoryUnregister);
 }
 
-grpc::Status InferenceService::RepositoryModelLoad(grpc::ServerContext* ctx, const inference::RepositoryModelLoadRequest*,
+grpc::Status InferenceService::RepositoryModelLoad(grpc::ServerContext* ctx,
+                                                   const inference::RepositoryModelLoadRequest*,
                                                    inference::RepositoryModelLoadResponse*) {
   KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "kjitd has no model repository: its models are always loaded");

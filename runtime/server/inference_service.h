@@ -14,18 +14,18 @@
 namespace kjit::server {
 
 // ServerLive and ModelInfer are raw (their requests and responses as bytes): ModelInfer's handler
-// keeps a per-thread RequestCache, so a repeated request is not parsed again. Every other method is added again by the
-// constructor, with its request checked before its parse (bounded_methods.h).
+// keeps a per-thread RequestCache, so a repeated request is not parsed again. Every other method is
+// added again by the constructor, with its request checked before its parse (bounded_methods.h).
 namespace inference_base {
 using GIS = inference::GRPCInferenceService;
 using Base = GIS::WithRawMethod_ServerLive<GIS::WithRawMethod_ModelInfer<
     GIS::WithGenericMethod_ServerReady<GIS::WithGenericMethod_ModelReady<GIS::WithGenericMethod_ServerMetadata<
-        GIS::WithGenericMethod_ModelMetadata<GIS::WithGenericMethod_ModelConfig<GIS::WithGenericMethod_ModelStatistics<
-            GIS::WithGenericMethod_RepositoryIndex<GIS::WithGenericMethod_RepositoryModelLoad<
-                GIS::WithGenericMethod_RepositoryModelUnload<GIS::WithGenericMethod_SystemSharedMemoryStatus<
-                    GIS::WithGenericMethod_SystemSharedMemoryRegister<GIS::WithGenericMethod_SystemSharedMemoryUnregister<
-                        GIS::WithGenericMethod_CudaSharedMemoryStatus<GIS::WithGenericMethod_CudaSharedMemoryRegister<
-                            GIS::WithGenericMethod_CudaSharedMemoryUnregister<GIS::Service>>>>>>>>>>>>>>>>>;
+    GIS::WithGenericMethod_ModelMetadata<GIS::WithGenericMethod_ModelConfig<GIS::WithGenericMethod_ModelStatistics<
+    GIS::WithGenericMethod_RepositoryIndex<GIS::WithGenericMethod_RepositoryModelLoad<
+    GIS::WithGenericMethod_RepositoryModelUnload<GIS::WithGenericMethod_SystemSharedMemoryStatus<
+    GIS::WithGenericMethod_SystemSharedMemoryRegister<GIS::WithGenericMethod_SystemSharedMemoryUnregister<
+    GIS::WithGenericMethod_CudaSharedMemoryStatus<GIS::WithGenericMethod_CudaSharedMemoryRegister<
+    GIS::WithGenericMethod_CudaSharedMemoryUnregister<GIS::Service>>>>>>>>>>>>>>>>>;
 }  // namespace inference_base
 using InferenceServiceBase = inference_base::Base;
 
@@ -35,10 +35,10 @@ class InferenceService final : public InferenceServiceBase {
   // The bound on a ModelInfer's typed contents once parsed (infer_wire.h): --max-request-bytes.
   void SetMaxRequestBytes(uint64_t bytes) { wire_limits_.max_contents_bytes = bytes; }
 
-  // The asynchronous methods' handlers. InferBytes parses the request (unless it repeats the calling
-  // thread's previous one) and serializes the response itself.
-  // ServerLive's request and response as bytes: the request is checked before its parse as the
-  // synchronous methods' are (ParseControlRequest; the token is checked by the caller).
+  // The asynchronous methods' handlers, their requests and responses as bytes (the token is checked
+  // by the caller). Live checks its request as the synchronous methods' are (ParseControlRequest).
+  // InferBytes parses the request (unless it repeats the calling thread's previous one) and
+  // serializes the response itself.
   grpc::Status Live(const grpc::ServerContext& ctx, const grpc::ByteBuffer& req, grpc::ByteBuffer* resp);
   grpc::Status InferBytes(const grpc::ServerContext& ctx, const grpc::ByteBuffer& req, grpc::ByteBuffer* resp);
   // Whether the request is a synchronous launch with a kjit_wait_event: its call may wait up to

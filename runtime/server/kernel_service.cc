@@ -56,21 +56,24 @@ StatusOr<std::vector<kernels::Specialization>> SelectSpecs(const std::string& fa
 
 KernelService::KernelService(Daemon* d) : d_(d) {
   const std::string* token = d != nullptr ? &d->tcp_token : nullptr;  // null: a test's service without a daemon
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/ListKernels", &KernelService::ListKernels, this, token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/ListDevices", &KernelService::ListDevices, this, token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/GetKernel", &KernelService::GetKernel, this, token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/CacheStats", &KernelService::CacheStats, this, token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/CacheList", &KernelService::CacheList, this, token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/RegisterEvent", &KernelService::RegisterEvent, this, token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/UnregisterEvent", &KernelService::UnregisterEvent, this, token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/OpenRing", &KernelService::OpenRing, this, token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/CloseRing", &KernelService::CloseRing, this, token));
-  AddMethod(BoundedUnary("/kjit.v1.KernelService/DaemonStatus", &KernelService::DaemonStatus, this, token));
-  AddMethod(BoundedServerStream("/kjit.v1.KernelService/Compile", &KernelService::Compile, this, token));
+  using S = KernelService;
+  auto add = [&](const char* path, auto handler) { AddMethod(BoundedUnary(path, handler, this, token)); };
+  add("/kjit.v1.KernelService/ListKernels", &S::ListKernels);
+  add("/kjit.v1.KernelService/ListDevices", &S::ListDevices);
+  add("/kjit.v1.KernelService/GetKernel", &S::GetKernel);
+  add("/kjit.v1.KernelService/CacheStats", &S::CacheStats);
+  add("/kjit.v1.KernelService/CacheList", &S::CacheList);
+  add("/kjit.v1.KernelService/RegisterEvent", &S::RegisterEvent);
+  add("/kjit.v1.KernelService/UnregisterEvent", &S::UnregisterEvent);
+  add("/kjit.v1.KernelService/OpenRing", &S::OpenRing);
+  add("/kjit.v1.KernelService/CloseRing", &S::CloseRing);
+  add("/kjit.v1.KernelService/DaemonStatus", &S::DaemonStatus);
+  AddMethod(BoundedServerStream("/kjit.v1.KernelService/Compile", &S::Compile, this, token));
+  // Its token is checked by ServeSession, and each message as it comes.
   AddMethod(new grpc::internal::RpcServiceMethod(
       "/kjit.v1.KernelService/OpenSession", grpc::internal::RpcMethod::BIDI_STREAMING,
-      new grpc::internal::BidiStreamingHandler<KernelService, grpc::ByteBuffer, v1::SessionEvent>(
-          [](KernelService* s, grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::SessionEvent, grpc::ByteBuffer>* stream) {
+      new grpc::internal::BidiStreamingHandler<S, grpc::ByteBuffer, v1::SessionEvent>(
+          [](S* s, grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::SessionEvent, grpc::ByteBuffer>* stream) {
             return s->ServeSession(ctx, stream);
           },
           this)));

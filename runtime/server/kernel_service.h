@@ -14,8 +14,9 @@ namespace kernel_base {
 using KS = kjit::v1::KernelService;
 using Base = KS::WithGenericMethod_ListKernels<KS::WithGenericMethod_ListDevices<KS::WithGenericMethod_Compile<
     KS::WithGenericMethod_GetKernel<KS::WithGenericMethod_CacheStats<KS::WithGenericMethod_CacheList<
-        KS::WithGenericMethod_RegisterEvent<KS::WithGenericMethod_UnregisterEvent<KS::WithGenericMethod_OpenRing<
-            KS::WithGenericMethod_CloseRing<KS::WithGenericMethod_DaemonStatus<KS::WithGenericMethod_OpenSession<KS::Service>>>>>>>>>>>>;
+    KS::WithGenericMethod_RegisterEvent<KS::WithGenericMethod_UnregisterEvent<KS::WithGenericMethod_OpenRing<
+    KS::WithGenericMethod_CloseRing<KS::WithGenericMethod_DaemonStatus<KS::WithGenericMethod_OpenSession<
+    KS::Service>>>>>>>>>>>>;
 }  // namespace kernel_base
 using KernelServiceBase = kernel_base::Base;
 

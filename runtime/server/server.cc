@@ -113,12 +113,12 @@ void ApplyLimits(const Flags& flags, Daemon* d) {
   d->launcher.SetMaxStagingBytes(static_cast<uint64_t>(flags.max_staging_bytes));
 }
 
-// No new connection (those open finish their calls within `grace`), then the server, its
-// completion-queue threads and the launch rings stop.
 // The synchronous calls other than sessions that may run at once: HealthService::kMaxWatches Watch
 // streams, the pollers, and others (compiles waiting for NVRTC among them).
 constexpr int kSyncThreadsBeyondSessions = HealthService::kMaxWatches + 128;
 
+// No new connection (those open finish their calls within `grace`), then the server, its
+// completion-queue threads and the launch rings stop.
 void StopServing(UnixListener& unix_listener, grpc::Server& server, CompletionQueueThreads& queues,
                  std::chrono::seconds grace, Daemon& d) {
   unix_listener.Stop();
