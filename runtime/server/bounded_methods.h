@@ -18,7 +18,8 @@
 // (AddMethod); gRPC then needs a generic service, which answers the names no service has
 // (grpc_queues.h).
 //
-// What stays as gRPC parses it, under --max-request-bytes: gRPC's reflection service.
+// What stays as gRPC parses it, under --max-request-bytes: gRPC's reflection service, which is
+// therefore served only where asked for or where there is no TCP listener (flags.h, ReflectionServed).
 #pragma once
 
 #include <grpcpp/grpcpp.h>

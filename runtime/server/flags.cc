@@ -73,6 +73,10 @@ Status Count(const std::string& flag, const std::string& value, int64_t lo, int6
 
 }  // namespace
 
+bool ReflectionServed(const Flags& flags) {
+  return flags.reflection == "on" || (flags.reflection == "auto" && flags.listen.empty());
+}
+
 bool IsLoopbackListen(const std::string& listen) {
   const std::string host = listen.substr(0, listen.rfind(':'));
   return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
@@ -84,7 +88,7 @@ std::string Usage() {
          "             [--launch-timeout-ms N]\n"
          "             [--allow-tcp-system-shm] [--max-request-bytes N] [--max-regions N] [--max-sessions N]\n"
          "             [--max-rings N] [--max-system-shm-bytes N] [--max-staging-bytes N]\n"
-         "             [--token-file PATH]\n"
+         "             [--token-file PATH] [--reflection auto|on|off]\n"
          "             [--enable-fault-injection] [--help]\n"
          "  --socket     Unix socket (default " + DefaultSocketPath() + ")\n"
          "  --listen     also serve TCP on HOST:PORT (e.g. 127.0.0.1:8001); off unless given\n"
@@ -123,7 +127,10 @@ std::string Usage() {
          "  --token-file  every call over TCP must carry this file's token as gRPC metadata kjit-token\n"
          "               (clients: KJIT_TOKEN_FILE); the file must be readable by its owner only (chmod 600),\n"
          "               one line of at least 16 characters. The Unix socket needs no token, and the health\n"
-         "               service (and reflection) stay open for probes\n"
+         "               service (and reflection, where served) stay open for probes\n"
+         "  --reflection  gRPC server reflection (grpcurl without .proto files): auto (the default)\n"
+         "               serves it only without --listen; on serves it on TCP too, where gRPC parses its\n"
+         "               requests (up to --max-request-bytes) without the token; off never\n"
          "  --enable-fault-injection  TEST ONLY: serve the model kjit_fault_inject, whose launch writes to\n"
          "               an invalid address and so poisons the GPU context (kjitd then exits 1)\n"
          "Without a CUDA driver or GPU kjitd runs compile-only: it fills the cache for --arch and\n"
@@ -150,7 +157,7 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
     if (arg != "--socket" && arg != "--listen" && arg != "--metrics-listen" && arg != "--cache-dir" && arg != "--arch" &&
         arg != "--log-level" && arg != "--ring-spin-us" && arg != "--launch-timeout-ms" && arg != "--max-request-bytes" &&
         arg != "--max-regions" && arg != "--max-sessions" && arg != "--max-rings" && arg != "--token-file" &&
-        arg != "--max-system-shm-bytes" && arg != "--max-staging-bytes") {
+        arg != "--max-system-shm-bytes" && arg != "--max-staging-bytes" && arg != "--reflection") {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag '", argv[i], "'\n", Usage()));
     }
     if (!has_value) {
@@ -175,6 +182,12 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
         return absl::InvalidArgumentError(absl::StrCat("--log-level: unknown level '", value, "'"));
       }
       f.log_level = value;
+    }
+    if (arg == "--reflection") {
+      if (value != "auto" && value != "on" && value != "off") {
+        return absl::InvalidArgumentError(absl::StrCat("--reflection: '", value, "' is not auto, on or off"));
+      }
+      f.reflection = value;
     }
     if (arg == "--ring-spin-us") KJIT_RETURN_IF_ERROR(Count(arg, value, 0, 10'000'000, &f.ring_spin_us));
     if (arg == "--launch-timeout-ms") KJIT_RETURN_IF_ERROR(Count(arg, value, 1, 3'600'000, &f.launch_timeout_ms));

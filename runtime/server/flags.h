@@ -33,6 +33,8 @@ struct Flags {
   // A file holding a shared token that every call over TCP must carry (metadata kjit-token); ""
   // -> none. The Unix socket and the health service need no token (token.h).
   std::string token_file;
+  // gRPC server reflection: "auto" (served only without --listen), "on" or "off" (ReflectionServed).
+  std::string reflection = "auto";
   // Test only: serves the model kjit_fault_inject, whose launch faults on purpose (fault_inject.h).
   bool enable_fault_injection = false;
   bool help = false;
@@ -41,6 +43,11 @@ struct Flags {
 // InvalidArgument with a usage hint on a bad flag.
 StatusOr<Flags> ParseFlags(int argc, char** argv);
 std::string Usage();
+
+// Whether kjitd serves gRPC server reflection. gRPC parses its requests whole, under
+// --max-request-bytes, before any check of kjitd's and without the token (a message of undefined
+// fields parses to about 18 times its bytes), so with a TCP listener it is served only when asked.
+bool ReflectionServed(const Flags& flags);
 
 // True for a --listen on a loopback address (127.x, localhost, [::1]).
 bool IsLoopbackListen(const std::string& listen);

@@ -9,6 +9,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "absl/strings/match.h"
 #include "runtime/common/client_text.h"
 #include "runtime/common/log.h"
 
@@ -146,7 +147,12 @@ class UnknownMethodCall final : public Call {
     }
     new UnknownMethodCall(service_, cq_);
     answered_ = true;
-    stream_.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "kjitd has no method " + ClientText(ctx_.method())),
+    // Reflection's names reach here only where it is not served (flags.h: ReflectionServed).
+    const bool reflection = absl::StartsWith(ctx_.method(), "/grpc.reflection.");
+    stream_.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                reflection ? "kjitd serves gRPC server reflection only without --listen, or with "
+                                             "--reflection on"
+                                           : "kjitd has no method " + ClientText(ctx_.method())),
                    this);
   }
 

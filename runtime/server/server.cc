@@ -2,6 +2,8 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -10,7 +12,9 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "runtime/launch/reaper.h"
 #include "runtime/server/grpc_queues.h"
@@ -42,6 +46,18 @@ std::string DescribeState(Daemon& d) {
   }
   return out;
 }
+
+// Takes gRPC's reflection plugin out of a server builder: its service is then not registered, and its
+// calls reach the generic service, which answers them by name (ReflectionServed says why).
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins, [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+      return p->name() == "proto_server_reflection";
+    });
+  }
+};
 
 // Takes the blocked signals until SIGINT or SIGTERM (returned): SIGUSR1 logs the daemon's state,
 // SIGHUP and SIGUSR2 are logged and ignored.
@@ -164,7 +180,11 @@ Status RunDaemon(const Flags& flags) {
   // The socket's group may connect too (0660 in a directory of ours).
   KJIT_ASSIGN_OR_RETURN(std::unique_ptr<UnixListener> unix_listener, UnixListener::Bind(flags.socket, 0660));
 
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();  // the library also registers it when loaded
+  if (ReflectionServed(flags) && !flags.listen.empty()) {
+    Log(LogLevel::kWarn, "--reflection on with --listen: every TCP client may send gRPC reflection requests of up "
+                         "to --max-request-bytes, which gRPC parses without the token");
+  }
   InferenceService inference(&d);
   inference.SetMaxRequestBytes(static_cast<uint64_t>(flags.max_request_bytes));
   KernelService kernel(&d);
@@ -174,6 +194,7 @@ Status RunDaemon(const Flags& flags) {
     return inference.Infer(req, session, resp, Transport::kRing);
   });
   grpc::ServerBuilder builder;
+  if (!ReflectionServed(flags)) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.SetMaxReceiveMessageSize(static_cast<int>(flags.max_request_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(flags.max_request_bytes));
   // The synchronous methods' thread pool. MAX must stay above MIN: at MAX == MIN gRPC 1.51 starts a

@@ -1,8 +1,8 @@
 // The optional shared token of TCP clients (kjitd --token-file). gRPC runs no
 // AuthMetadataProcessor on an insecure port, so every handler calls CheckToken first (the
 // asynchronous ones through grpc_queues.cc). Calls over the Unix socket are exempt: its perimeter
-// is the socket's mode and SO_PEERCRED. The health service and server reflection stay open, so
-// probes work without the token (reflection lists the methods, nothing else).
+// is the socket's mode and SO_PEERCRED. The health service and server reflection (where served:
+// flags.h, ReflectionServed) stay open, so probes work without the token.
 #pragma once
 
 #include <grpcpp/server_context.h>

@@ -168,6 +168,24 @@ TEST(Flags, PrepareSocketPathRefusesAnotherUsersSymlinkAndWorldWritableDirectori
   std::filesystem::remove_all(tmpl);
 }
 
+TEST(Flags, ReflectionIsServedOnTcpOnlyWhenAsked) {
+  // gRPC parses reflection's requests whole and without the token: by default only a daemon without
+  // TCP serves it.
+  EXPECT_EQ(Parse({})->reflection, "auto");
+  EXPECT_TRUE(ReflectionServed(*Parse({})));
+  EXPECT_FALSE(ReflectionServed(*Parse({"--listen", "127.0.0.1:8001"})));
+  EXPECT_TRUE(ReflectionServed(*Parse({"--listen", "127.0.0.1:8001", "--reflection", "on"})));
+  EXPECT_FALSE(ReflectionServed(*Parse({"--reflection=off"})));
+  EXPECT_TRUE(ReflectionServed(*Parse({"--reflection=auto"})));
+  for (const char* bad : {"", "yes", "ON", "1"}) {
+    auto f = Parse({"--reflection", bad});
+    EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(f.status().message().find("auto, on or off"), std::string::npos) << f.status();
+  }
+  EXPECT_EQ(Parse({"--reflection"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Usage().find("--reflection auto|on|off"), std::string::npos);
+}
+
 TEST(Flags, TokenFileAndFaultInjection) {
   auto f = Parse({"--token-file", "/etc/kjit/token", "--enable-fault-injection"});
   ASSERT_TRUE(f.ok()) << f.status();
