@@ -19,7 +19,8 @@
 // (grpc_queues.h).
 //
 // What stays as gRPC parses it, under --max-request-bytes: gRPC's reflection service, which is
-// therefore served only where asked for or where there is no TCP listener (flags.h, ReflectionServed).
+// therefore served only where asked for or where kjitd's own user alone can call (flags.h,
+// ReflectionServed).
 #pragma once
 
 #include <grpcpp/grpcpp.h>

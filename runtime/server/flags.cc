@@ -73,8 +73,13 @@ Status Count(const std::string& flag, const std::string& value, int64_t lo, int6
 
 }  // namespace
 
-bool ReflectionServed(const Flags& flags) {
-  return flags.reflection == "on" || (flags.reflection == "auto" && flags.listen.empty());
+bool ReflectionServed(const Flags& flags, bool socket_private) {
+  return flags.reflection == "on" || (flags.reflection == "auto" && flags.listen.empty() && socket_private);
+}
+
+bool SocketIsPrivate(const std::string& socket_path) {
+  struct stat st;
+  return stat(DirOf(socket_path).c_str(), &st) == 0 && (st.st_mode & 077) == 0;
 }
 
 bool IsLoopbackListen(const std::string& listen) {
@@ -128,9 +133,11 @@ std::string Usage() {
          "               (clients: KJIT_TOKEN_FILE); the file must be readable by its owner only (chmod 600),\n"
          "               one line of at least 16 characters. The Unix socket needs no token, and the health\n"
          "               service (and reflection, where served) stay open for probes\n"
-         "  --reflection  gRPC server reflection (grpcurl without .proto files): auto (the default)\n"
-         "               serves it only without --listen; on serves it on TCP too, where gRPC parses its\n"
-         "               requests (up to --max-request-bytes) without the token; off never\n"
+         "  --reflection  gRPC server reflection (grpcurl without .proto files), whose requests gRPC\n"
+         "               parses whole (up to --max-request-bytes) without the token: auto (the default)\n"
+         "               serves it only where kjitd's own user alone can call (no --listen, and the\n"
+         "               socket's directory closed to its group and others); on serves every client;\n"
+         "               off none\n"
          "  --enable-fault-injection  TEST ONLY: serve the model kjit_fault_inject, whose launch writes to\n"
          "               an invalid address and so poisons the GPU context (kjitd then exits 1)\n"
          "Without a CUDA driver or GPU kjitd runs compile-only: it fills the cache for --arch and\n"

@@ -33,7 +33,8 @@ struct Flags {
   // A file holding a shared token that every call over TCP must carry (metadata kjit-token); ""
   // -> none. The Unix socket and the health service need no token (token.h).
   std::string token_file;
-  // gRPC server reflection: "auto" (served only without --listen), "on" or "off" (ReflectionServed).
+  // gRPC server reflection: "auto" (served only where kjitd's own user alone can call), "on" or
+  // "off" (ReflectionServed).
   std::string reflection = "auto";
   // Test only: serves the model kjit_fault_inject, whose launch faults on purpose (fault_inject.h).
   bool enable_fault_injection = false;
@@ -46,8 +47,14 @@ std::string Usage();
 
 // Whether kjitd serves gRPC server reflection. gRPC parses its requests whole, under
 // --max-request-bytes, before any check of kjitd's and without the token (a message of undefined
-// fields parses to about 18 times its bytes), so with a TCP listener it is served only when asked.
-bool ReflectionServed(const Flags& flags);
+// fields parses to about 18 times its bytes): one client could take the memory every other client's
+// calls need. So "auto" serves it only where no one but kjitd's own user can call: no --listen, and
+// a Unix socket whose directory only its owner may enter (`socket_private`, SocketIsPrivate).
+bool ReflectionServed(const Flags& flags, bool socket_private);
+
+// True when the socket's directory grants its group and others nothing (so only its owner, and
+// root, may connect).
+bool SocketIsPrivate(const std::string& socket_path);
 
 // True for a --listen on a loopback address (127.x, localhost, [::1]).
 bool IsLoopbackListen(const std::string& listen);

@@ -150,8 +150,8 @@ class UnknownMethodCall final : public Call {
     // Reflection's names reach here only where it is not served (flags.h: ReflectionServed).
     const bool reflection = absl::StartsWith(ctx_.method(), "/grpc.reflection.");
     stream_.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                reflection ? "kjitd serves gRPC server reflection only without --listen, or with "
-                                             "--reflection on"
+                                reflection ? "kjitd serves gRPC server reflection only where its own user alone can "
+                                             "call (see kjitd --help), or with --reflection on"
                                            : "kjitd has no method " + ClientText(ctx_.method())),
                    this);
   }

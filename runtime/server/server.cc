@@ -181,9 +181,10 @@ Status RunDaemon(const Flags& flags) {
   KJIT_ASSIGN_OR_RETURN(std::unique_ptr<UnixListener> unix_listener, UnixListener::Bind(flags.socket, 0660));
 
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();  // the library also registers it when loaded
-  if (ReflectionServed(flags) && !flags.listen.empty()) {
-    Log(LogLevel::kWarn, "--reflection on with --listen: every TCP client may send gRPC reflection requests of up "
-                         "to --max-request-bytes, which gRPC parses without the token");
+  const bool reflection = ReflectionServed(flags, SocketIsPrivate(flags.socket));
+  if (reflection && (!flags.listen.empty() || !SocketIsPrivate(flags.socket))) {
+    Log(LogLevel::kWarn, "--reflection on: clients other than kjitd's own user may send gRPC reflection requests of "
+                         "up to --max-request-bytes, which gRPC parses without the token");
   }
   InferenceService inference(&d);
   inference.SetMaxRequestBytes(static_cast<uint64_t>(flags.max_request_bytes));
@@ -194,7 +195,7 @@ Status RunDaemon(const Flags& flags) {
     return inference.Infer(req, session, resp, Transport::kRing);
   });
   grpc::ServerBuilder builder;
-  if (!ReflectionServed(flags)) builder.SetOption(std::make_unique<WithoutReflection>());
+  if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.SetMaxReceiveMessageSize(static_cast<int>(flags.max_request_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(flags.max_request_bytes));
   // The synchronous methods' thread pool. MAX must stay above MIN: at MAX == MIN gRPC 1.51 starts a

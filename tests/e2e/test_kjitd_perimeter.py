@@ -94,6 +94,22 @@ class PerimeterTest(unittest.TestCase):
 
 
     @needs_root
+    def test_reflection_is_not_served_on_a_socket_other_users_reach(self):
+        # The operator's group directory: other users' workers call kjitd, so gRPC's reflection,
+        # which parses a request whole before any check, is answered UNIMPLEMENTED by name.
+        d = Daemon(socket_dir=group_dir)
+        try:
+            call = d.channel.stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                                           request_serializer=lambda b: b, response_deserializer=lambda b: b)
+            grpc = stubs()[0]
+            with self.assertRaises(grpc.RpcError) as ctx:
+                list(call(iter([b"\x3a\x00"]), timeout=30))
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+            self.assertIn("--reflection on", ctx.exception.details())
+        finally:
+            self.assertEqual(d.stop(), 0)
+
+    @needs_root
     def test_one_user_cannot_take_every_connection(self):
         # kjitd under a limit of 256 descriptors keeps 64 in reserve, so 192 are left for
         # connections; root opens 200. Before, they took all 192 and nobody could not connect. Now
@@ -342,7 +358,7 @@ class TokenTest(unittest.TestCase):
     def test_reflection_is_not_served_beside_tcp_unless_asked(self):
         # gRPC parses a reflection request whole, without the token (20 MB of undefined fields took
         # kjitd 350 MiB): with --listen and no --reflection on, its calls are answered UNIMPLEMENTED,
-        # on either socket, from their name alone.
+        # on either socket, from their name alone (0 MiB grown).
         path = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
         raw = dict(request_serializer=lambda b: b, response_deserializer=lambda b: b)
 

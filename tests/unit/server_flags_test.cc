@@ -91,6 +91,13 @@ TEST(Flags, PrepareSocketPathCreatesAPrivateDirectory) {
   struct stat st;
   ASSERT_EQ(stat((std::string(tmpl) + "/kjit").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_TRUE(SocketIsPrivate(sock));
+  for (const mode_t open_to : {0710, 0701, 0750}) {  // a group or others may enter: not private
+    ASSERT_EQ(chmod((std::string(tmpl) + "/kjit").c_str(), open_to), 0);
+    EXPECT_FALSE(SocketIsPrivate(sock)) << std::oct << open_to;
+  }
+  ASSERT_EQ(chmod((std::string(tmpl) + "/kjit").c_str(), 0700), 0);
+  EXPECT_FALSE(SocketIsPrivate(std::string(tmpl) + "/absent/kjitd.sock"));
   // A regular file where the socket goes is refused, never deleted.
   FILE* f = fopen(sock.c_str(), "w");
   ASSERT_NE(f, nullptr);
@@ -168,15 +175,16 @@ TEST(Flags, PrepareSocketPathRefusesAnotherUsersSymlinkAndWorldWritableDirectori
   std::filesystem::remove_all(tmpl);
 }
 
-TEST(Flags, ReflectionIsServedOnTcpOnlyWhenAsked) {
-  // gRPC parses reflection's requests whole and without the token: by default only a daemon without
-  // TCP serves it.
+TEST(Flags, ReflectionIsServedToOthersOnlyWhenAsked) {
+  // gRPC parses reflection's requests whole and without the token: by default only a daemon that
+  // no one but its own user can call (no TCP, a private socket directory) serves it.
   EXPECT_EQ(Parse({})->reflection, "auto");
-  EXPECT_TRUE(ReflectionServed(*Parse({})));
-  EXPECT_FALSE(ReflectionServed(*Parse({"--listen", "127.0.0.1:8001"})));
-  EXPECT_TRUE(ReflectionServed(*Parse({"--listen", "127.0.0.1:8001", "--reflection", "on"})));
-  EXPECT_FALSE(ReflectionServed(*Parse({"--reflection=off"})));
-  EXPECT_TRUE(ReflectionServed(*Parse({"--reflection=auto"})));
+  EXPECT_TRUE(ReflectionServed(*Parse({}), true));
+  EXPECT_FALSE(ReflectionServed(*Parse({}), false));
+  EXPECT_FALSE(ReflectionServed(*Parse({"--listen", "127.0.0.1:8001"}), true));
+  EXPECT_TRUE(ReflectionServed(*Parse({"--listen", "127.0.0.1:8001", "--reflection", "on"}), false));
+  EXPECT_FALSE(ReflectionServed(*Parse({"--reflection=off"}), true));
+  EXPECT_TRUE(ReflectionServed(*Parse({"--reflection=auto"}), true));
   for (const char* bad : {"", "yes", "ON", "1"}) {
     auto f = Parse({"--reflection", bad});
     EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument) << bad;
