@@ -188,7 +188,7 @@ StatusOr<CompiledKernel> KernelCompiler::Get(const Specialization& spec, std::st
 
 std::vector<StatusOr<CompiledKernel>> KernelCompiler::GetAll(
     const std::vector<Specialization>& specs, const std::vector<std::string>& archs,
-    std::function<void(int, int, const CompiledKernel*, const Status&)> progress) {
+    std::function<void(int, int, const CompiledKernel*, const Status&)> progress, bool keep_results) {
   const int total = static_cast<int>(specs.size() * archs.size());
   std::vector<StatusOr<CompiledKernel>> results(total, absl::UnknownError("not compiled"));
   std::atomic<int> next{0};
@@ -197,12 +197,18 @@ std::vector<StatusOr<CompiledKernel>> KernelCompiler::GetAll(
   auto worker = [&] {
     for (int i = next++; i < total; i = next++) {
       const Specialization& spec = specs[i / archs.size()];
-      results[i] = Get(spec, archs[i % archs.size()]);
-      std::lock_guard<std::mutex> lock(progress_mu);
-      ++done;
-      if (progress) {
-        const CompiledKernel* k = results[i].ok() ? &*results[i] : nullptr;
-        progress(done, total, k, results[i].status());
+      StatusOr<CompiledKernel> r = Get(spec, archs[i % archs.size()]);
+      {
+        std::lock_guard<std::mutex> lock(progress_mu);
+        ++done;
+        if (progress) progress(done, total, r.ok() ? &*r : nullptr, r.status());
+      }
+      if (keep_results) {
+        results[i] = std::move(r);
+      } else if (!r.ok()) {
+        results[i] = r.status();
+      } else {
+        results[i] = absl::CancelledError("released after its progress call (keep_results false)");
       }
     }
   };

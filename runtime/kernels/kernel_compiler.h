@@ -52,10 +52,12 @@ class KernelCompiler {
   // Every (spec, arch) pair, specs-major: result index = spec_index * archs.size() + arch_index.
   // Compiled on the caller's thread and up to max_parallel - 1 more, fewer while other calls hold
   // such threads.
-  // progress(done, total, kernel or null, status) is called once per item, serialized.
+  // progress(done, total, kernel or null, status) is called once per item, serialized. Without
+  // keep_results each item's kernel is released once its progress call returns (its result then
+  // keeps only its status), so a call holds at most the kernels being compiled or reported.
   std::vector<StatusOr<CompiledKernel>> GetAll(
       const std::vector<Specialization>& specs, const std::vector<std::string>& archs,
-      std::function<void(int, int, const CompiledKernel*, const Status&)> progress = {});
+      std::function<void(int, int, const CompiledKernel*, const Status&)> progress = {}, bool keep_results = true);
 
   // At most this many NVRTC compiles run at once, across every caller of Get and GetAll (each
   // takes about 500 MB: concurrent callers, e.g. a daemon's clients, wait for a free one).

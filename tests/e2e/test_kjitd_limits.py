@@ -407,6 +407,35 @@ class LimitsTest(unittest.TestCase):
         finally:
             self.assertEqual(d.stop(), 0)
 
+    def test_a_compile_that_repeats_a_name_compiles_it_once(self):
+        # A specialization named 20,000 times (a 300 KB request) made 20,000 results, a cubin each,
+        # which the call held to its end (about 130 KB apiece: 2.6 GB). Now each is compiled and
+        # reported once, in the order first named, and kjitd's peak memory barely moves.
+        grpc, _, _, pb, pbg, kpb, kpbg = stubs()
+        d = Daemon().wait_ready()
+        try:
+            kernels = kpbg.KernelServiceStub(d.channel)
+            names = [k.specialization for k in
+                     kernels.ListKernels(kpb.ListKernelsRequest(family="mla_verify_naive"), timeout=30).kernels]
+            self.assertGreaterEqual(len(names), 2)
+            list(kernels.Compile(kpb.CompileRequest(family="mla_verify_naive", specializations=names[:2],
+                                                    archs=["sm_90"]), timeout=300))  # into the cache
+
+            def peak_mib():
+                with open(f"/proc/{d.proc.pid}/status") as f:
+                    return int(next(l for l in f if l.startswith("VmHWM:")).split()[1]) / 1024
+            before = peak_mib()
+            request = kpb.CompileRequest(family="mla_verify_naive", specializations=[names[1], names[0]] * 10_000,
+                                         archs=["sm_90"])
+            progress = list(kernels.Compile(request, timeout=300))
+            self.assertEqual([(p.specialization, p.done, p.total) for p in progress],
+                             [(names[1], 1, 2), (names[0], 2, 2)])
+            self.assertTrue(all(p.cache_hit and not p.error for p in progress), progress)
+            grown = peak_mib() - before
+            self.assertLess(grown, 100, f"kjitd's peak memory grew {grown:.0f} MiB for one repeated name")
+        finally:
+            self.assertEqual(d.stop(), 0)
+
     def test_calls_that_wait_hold_a_bounded_number_of_threads(self):
         # 300 Compile calls at once, most of them waiting for NVRTC (kjitd compiles as many at once as
         # its cores allow): gRPC started a thread for each, and each compile call more. Now at most

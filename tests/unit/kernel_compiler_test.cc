@@ -171,6 +171,32 @@ TEST_F(KernelCompilerTest, CacheTiersGiveIdenticalCubinsAndKeysFollowContent) {
   }
 }
 
+TEST_F(KernelCompilerTest, GetAllWithoutKeepingReportsEachKernelAndHoldsNone) {
+  // A daemon's Compile streams each kernel as it comes: the call then holds no cubin past its
+  // progress call, and the results keep only the statuses.
+  KernelCompiler compiler(nullptr, 2);
+  std::vector<Specialization> specs = {Spec(32, 1.f), Spec(64, 1.f)};
+  specs[1].name_expressions = {"t::affine<7"};  // broken on purpose: its two items fail
+  int kernels_seen = 0;
+  auto results = compiler.GetAll(specs, {"sm_90", "sm_120"}, [&](int, int, const CompiledKernel* k, const Status& s) {
+    EXPECT_EQ(k != nullptr, s.ok());
+    if (k != nullptr) {
+      EXPECT_FALSE(k->cubin.empty());
+      ++kernels_seen;
+    }
+  }, /*keep_results=*/false);
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(kernels_seen, 2);
+  for (size_t i = 0; i < results.size(); ++i) {
+    ASSERT_FALSE(results[i].ok());
+    if (i < 2) {
+      EXPECT_EQ(results[i].status().code(), absl::StatusCode::kCancelled) << results[i].status();
+    } else {
+      EXPECT_NE(results[i].status().code(), absl::StatusCode::kCancelled) << results[i].status();  // the failure itself
+    }
+  }
+}
+
 TEST_F(KernelCompilerTest, GetAllKeepsOrderAndReportsProgress) {
   KernelCompiler compiler(nullptr, 2);
   EXPECT_EQ(compiler.max_parallel(), 2);
