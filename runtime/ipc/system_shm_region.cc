@@ -4,6 +4,7 @@
 #include <boost/interprocess/shared_memory_object.hpp>
 
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <string_view>
@@ -68,11 +69,13 @@ StatusOr<std::unique_ptr<SystemShmRegion>> SystemShmRegion::Open(const std::stri
       return absl::InternalError(absl::StrCat(what, ": cannot stat the object"));
     }
     if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(what, " is not a shared memory object"));
-    if (as != nullptr) {
-      // The size of the access ACL's extended attribute, or -1 (ENODATA) when there is none.
-      const bool has_acl = fgetxattr(shm.get_mapping_handle().handle, "system.posix_acl_access", nullptr, 0) > 0;
-      KJIT_RETURN_IF_ERROR(PeerMayOpenReadWrite(*as, st, what, has_acl));
-    }
+    // The size of the access ACL's extended attribute, or -1 (ENODATA) when there is none.
+    const bool has_acl = fgetxattr(shm.get_mapping_handle().handle, "system.posix_acl_access", nullptr, 0) > 0;
+    if (as != nullptr) KJIT_RETURN_IF_ERROR(PeerMayOpenReadWrite(*as, st, what, has_acl));
+    // Who else may write it: an ACL (not evaluated), group or other write bits, or an owner who is
+    // not the client (a TCP client: not kjitd's own user).
+    const bool others_may_write =
+        has_acl || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || st.st_uid != (as != nullptr ? as->uid : geteuid());
     bip::offset_t real = 0;
     if (!shm.get_size(real) || real < 0) {
       return absl::InternalError(absl::StrCat(what, ": cannot read its size"));
@@ -88,7 +91,7 @@ StatusOr<std::unique_ptr<SystemShmRegion>> SystemShmRegion::Open(const std::stri
     bip::mapped_region map(shm, bip::read_write, static_cast<bip::offset_t>(offset),
                            static_cast<size_t>(byte_size));
     return std::unique_ptr<SystemShmRegion>(
-        new SystemShmRegion(key, offset, byte_size, st.st_dev, st.st_ino, std::move(map)));
+        new SystemShmRegion(key, offset, byte_size, st.st_dev, st.st_ino, others_may_write, std::move(map)));
   } catch (const bip::interprocess_exception& e) {
     if (e.get_error_code() == bip::not_found_error) {
       return absl::NotFoundError(absl::StrCat(what, " does not exist"));

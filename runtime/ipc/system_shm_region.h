@@ -55,16 +55,28 @@ class SystemShmRegion {
   // `other`'s are bytes of the same object (the same device and inode, whatever the keys: a key may
   // be unlinked and another object created under it, or one object be registered under many names).
   bool SharesBytesWith(uint64_t bytes, const SystemShmRegion& other, uint64_t other_bytes) const;
+  // Whether users other than the client could write the object when it was registered: it had an
+  // ACL, group or other write permission, or an owner other than the client (for a client without
+  // credentials, a TCP one: other than kjitd's own user). A launch ring refuses such memory: whoever
+  // writes a ring's bytes runs launches as the client that opened it.
+  bool others_may_write() const { return others_may_write_; }
 
  private:
-  SystemShmRegion(std::string key, uint64_t offset, uint64_t byte_size, dev_t dev, ino_t ino,
+  SystemShmRegion(std::string key, uint64_t offset, uint64_t byte_size, dev_t dev, ino_t ino, bool others_may_write,
                   boost::interprocess::mapped_region map)
-      : key_(std::move(key)), offset_(offset), byte_size_(byte_size), dev_(dev), ino_(ino), map_(std::move(map)) {}
+      : key_(std::move(key)),
+        offset_(offset),
+        byte_size_(byte_size),
+        dev_(dev),
+        ino_(ino),
+        others_may_write_(others_may_write),
+        map_(std::move(map)) {}
   std::string key_;
   uint64_t offset_;
   uint64_t byte_size_;
   dev_t dev_;
   ino_t ino_;
+  bool others_may_write_;
   boost::interprocess::mapped_region map_;
 };
 

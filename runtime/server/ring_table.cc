@@ -203,6 +203,12 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const ipc::Scope& se
   if (region->kind() != ipc::RegionKind::kSystem)
     return absl::InvalidArgumentError(
         absl::StrCat("region '", ClientText(name), "' is CUDA memory; a launch ring lives in system shared memory"));
+  if (region->system->others_may_write())
+    return absl::PermissionDeniedError(absl::StrCat(
+        "region '", ClientText(name), "' (shared memory key '", ClientText(region->system->key()),
+        "') may be written by users other than this client (its owner, its group or other write permission, or an "
+        "ACL): whoever writes a launch ring's bytes runs launches as the client that opened it; create the ring's "
+        "object as this client's own user with mode 0600, and register it again"));
   if (region->size() < ipc::kRingHeaderBytes)
     return absl::InvalidArgumentError(absl::StrCat("region '", ClientText(name), "' has ", region->size(),
                                                    " bytes, less than a launch ring header (",

@@ -93,6 +93,35 @@ class PerimeterTest(unittest.TestCase):
             self.assertEqual(d.stop(), 0)
 
 
+    def test_a_ring_others_may_write_is_refused(self):
+        # Whoever writes a launch ring's bytes runs launches as the client that opened it: with a
+        # ring object of mode 0666, any local user could have made kjitd read and write that client's
+        # regions. A ring's object must be the client's own, writable by nobody else.
+        from kjit import LaunchRing
+        grpc, _, _, pb, pbg, kpb, kpbg = stubs()
+        d = Daemon()
+        ring = LaunchRing(1 << 16)
+        try:
+            infer, kernels = pbg.GRPCInferenceServiceStub(d.channel), kpbg.KernelServiceStub(d.channel)
+            for mode in (0o620, 0o602, 0o666):
+                os.chmod("/dev/shm" + ring.key, mode)
+                infer.SystemSharedMemoryRegister(
+                    pb.SystemSharedMemoryRegisterRequest(name="ring", key=ring.key, byte_size=ring.nbytes), timeout=10)
+                with self.assertRaises(grpc.RpcError) as ctx:
+                    kernels.OpenRing(kpb.OpenRingRequest(region="ring"), timeout=10)
+                self.assertEqual(ctx.exception.code(), grpc.StatusCode.PERMISSION_DENIED, oct(mode))
+                self.assertIn("mode 0600", ctx.exception.details())
+                infer.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name="ring"), timeout=10)
+            os.chmod("/dev/shm" + ring.key, 0o600)
+            infer.SystemSharedMemoryRegister(
+                pb.SystemSharedMemoryRegisterRequest(name="ring", key=ring.key, byte_size=ring.nbytes), timeout=10)
+            kernels.OpenRing(kpb.OpenRingRequest(region="ring"), timeout=10)
+            code, message, _ = ring.call(b"\x0a\x04nope")  # served: an unknown model, answered through the ring
+            self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT.value[0], message)
+        finally:
+            ring.close()
+            self.assertEqual(d.stop(), 0)
+
     @needs_root
     def test_reflection_is_not_served_on_a_socket_other_users_reach(self):
         # The operator's group directory: other users' workers call kjitd, so gRPC's reflection,

@@ -404,6 +404,34 @@ TEST(SystemShmRegion, OpenChecksThePeerOnTheOpenedObject) {
   EXPECT_EQ(SystemShmRegion::Open(obj.key(), 0, 64, &other).status().code(), absl::StatusCode::kPermissionDenied);
 }
 
+// Whether users other than the client could write the object (a launch ring refuses such memory):
+// its mode's group and other write bits, and its owner against the client (kjitd's own user for a
+// client without credentials).
+TEST(SystemShmRegion, SaysWhetherOthersMayWriteTheObject) {
+  ShmObject obj(4096);  // ours, 0600
+  const std::string path = "/dev/shm" + obj.key();
+  PeerCredentials me{getuid(), getgid(), {}};
+  auto others = [&](const PeerCredentials* as) {
+    auto r = SystemShmRegion::Open(obj.key(), 0, 64, as);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() && (*r)->others_may_write();
+  };
+  EXPECT_FALSE(others(&me));
+  EXPECT_FALSE(others(nullptr));
+  for (const mode_t mode : {0620, 0602, 0666}) {
+    ASSERT_EQ(chmod(path.c_str(), mode), 0);
+    EXPECT_TRUE(others(&me)) << std::oct << mode;
+    EXPECT_TRUE(others(nullptr)) << std::oct << mode;
+  }
+  ASSERT_EQ(chmod(path.c_str(), 0644), 0);  // others may read, not write
+  EXPECT_FALSE(others(&me));
+  if (getuid() == 0) {  // root may register another user's object; that user may write it
+    PeerCredentials root_client{0, 0, {}};
+    ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0);
+    EXPECT_TRUE(others(&root_client));
+  }
+}
+
 // An access ACL can deny a named user what the mode bits grant to "other": kjitd, which does not
 // evaluate ACLs, lets only the owner (and root) register such an object.
 TEST(SystemShmRegion, AnObjectWithAnAclIsForItsOwnerOnly) {
