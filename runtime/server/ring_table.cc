@@ -21,20 +21,25 @@ class RingPoller {
  public:
   RingPoller(std::shared_ptr<const ipc::Region> region, uint32_t capacity, uint64_t max_message,
              const ipc::RegionRegistry* regions, const InferHandler* handler, std::chrono::microseconds spin,
-             std::timed_mutex* large_request)
+             std::timed_mutex* large_request, std::function<void()> on_finish)
       : region_(std::move(region)),
         capacity_(capacity),
         max_message_(max_message),
         regions_(regions),
         handler_(handler),
         spin_(spin),
-        large_request_(large_request) {
+        large_request_(large_request),
+        on_finish_(std::move(on_finish)) {
     thread_ = std::thread([this] { Run(); });
   }
   ~RingPoller() {
+    Stop();
+    thread_.join();
+  }
+  // Tells the poller to stop after the request it is serving (the destructor waits for it).
+  void Stop() {
     stop_ = true;
     ipc::FutexWakeAll(&header()->request_seq);
-    thread_.join();
   }
   bool finished() const { return finished_; }
   const ipc::Region* region() const { return region_.get(); }
@@ -173,6 +178,7 @@ class RingPoller {
     }
     if (!s.ok()) Log(LogLevel::kWarn, absl::StrCat("launch ring '", ClientText(region_->name), "' stopped: ", s.message()));
     finished_ = true;
+    if (!stop_) on_finish_();  // stopped by itself: the table drops it (a Close or Clear drops it anyway)
   }
 
   std::shared_ptr<const ipc::Region> region_;
@@ -184,6 +190,7 @@ class RingPoller {
   const InferHandler* handler_;
   std::chrono::microseconds spin_;
   std::timed_mutex* large_request_;  // the table's: held while a large request is copied, parsed and run
+  std::function<void()> on_finish_;  // the table's janitor, told when Run ends by itself
   // The registry's RemovalCount when the region was last looked up; none yet, so the first pass
   // looks it up (it may have gone between Open and this thread's start).
   uint64_t seen_removals_ = ~uint64_t{0};
@@ -194,9 +201,40 @@ class RingPoller {
   std::thread thread_;
 };
 
-RingTable::RingTable(const ipc::RegionRegistry* regions) : regions_(regions) {}
+RingTable::RingTable(const ipc::RegionRegistry* regions) : regions_(regions), janitor_([this] { Janitor(); }) {}
 
-RingTable::~RingTable() { Clear(); }
+RingTable::~RingTable() {
+  {
+    std::lock_guard<std::mutex> lock(janitor_mu_);
+    janitor_stop_ = true;
+  }
+  janitor_cv_.notify_one();
+  janitor_.join();
+  Clear();
+}
+
+void RingTable::PollerFinished() {
+  {
+    std::lock_guard<std::mutex> lock(janitor_mu_);
+    ++finished_pollers_;
+  }
+  janitor_cv_.notify_one();
+}
+
+void RingTable::Janitor() {
+  std::unique_lock<std::mutex> lock(janitor_mu_);
+  for (;;) {
+    janitor_cv_.wait(lock, [this] { return janitor_stop_ || finished_pollers_ > 0; });
+    if (janitor_stop_) return;
+    finished_pollers_ = 0;
+    lock.unlock();  // a poller telling it (PollerFinished) must not wait for the prune's joins
+    {
+      std::lock_guard<std::mutex> table(mu_);
+      PruneLocked();  // finished pollers only: their joins return at once
+    }
+    lock.lock();
+  }
+}
 
 StatusOr<uint32_t> RingTable::Open(const std::string& name, const ipc::Scope& session) {
   KJIT_ASSIGN_OR_RETURN(std::shared_ptr<const ipc::Region> region, regions_->FindRegion(name, session));
@@ -271,9 +309,8 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const ipc::Scope& se
         "this client's user has ", mine, " launch rings open, ", ipc::IdentityShareText(max_rings_, "--max-rings"),
         ": close one first"));
   }
-  rings_[key] =
-      std::make_unique<RingPoller>(std::move(region), h.capacity, max_message_, regions_, &handler_, spin_,
-                                   &large_request_);
+  rings_[key] = std::make_unique<RingPoller>(std::move(region), h.capacity, max_message_, regions_, &handler_,
+                                             spin_, &large_request_, [this] { PollerFinished(); });
   return h.capacity;
 }
 
@@ -297,6 +334,7 @@ void RingTable::Clear() {
     std::lock_guard<std::mutex> lock(mu_);
     all.swap(rings_);
   }
+  for (auto& [key, poller] : all) poller->Stop();
   all.clear();
 }
 

@@ -2,11 +2,13 @@
 // region into a ring with kjit.v1.KernelService/OpenRing, and a poller thread of the daemon runs the
 // ModelInfer requests it finds there through the same handler as the gRPC call. A ring lives until
 // CloseRing, until its region is unregistered (or released with its session), or until the daemon
-// stops; its poller holds the region's mapping meanwhile.
+// stops; its poller holds the region's mapping meanwhile. A poller that stops by itself (its region
+// gone) is dropped at once by the table's janitor thread, and with it the mapping.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -51,7 +53,8 @@ class RingTable {
   // Stops the poller of the region `session` sees (waits for the request it is serving); an
   // unknown or unseen name is OK.
   void Close(const std::string& region, const ipc::Scope& session);
-  // Stops every poller (daemon exit, before the devices go).
+  // Stops every poller (daemon exit, before the devices go): all are told first, then joined, so
+  // the rings stop together instead of one after another's request.
   void Clear();
   size_t Count();  // rings being polled (status and metrics)
   size_t max_rings() const { return max_rings_; }
@@ -69,6 +72,17 @@ class RingTable {
   using Key = ipc::RegionRegistry::Key;
   std::map<Key, std::unique_ptr<RingPoller>> rings_;
   void PruneLocked();  // drops pollers that stopped by themselves (region gone)
+
+  // The janitor: drops each poller that stopped by itself as soon as it has (PollerFinished), so
+  // that an unregistered ring's mapping goes then, not at the next OpenRing (until which the
+  // memory stayed mapped while no longer counted against --max-system-shm-bytes).
+  void PollerFinished();
+  void Janitor();
+  std::mutex janitor_mu_;
+  std::condition_variable janitor_cv_;
+  bool janitor_stop_ = false;     // under janitor_mu_
+  uint64_t finished_pollers_ = 0;  // under janitor_mu_: pollers that left Run since the last prune
+  std::thread janitor_;           // last: started once the members above exist
 };
 
 }  // namespace kjit::server

@@ -372,6 +372,31 @@ TEST_F(RingTest, RingEndsWithItsRegionAndItsSession) {
             absl::StatusCode::kDeadlineExceeded);
 }
 
+// Whether the process maps the shared memory object `key` (/proc/PID/maps names /dev/shm/KEY).
+bool Maps(pid_t pid, const std::string& key) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("/dev/shm" + key) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// A ring whose region is unregistered stops, and its poller is dropped at once with the mapping: it
+// stayed mapped (and no longer counted against --max-system-shm-bytes) until the next OpenRing.
+TEST_F(RingTest, AnUnregisteredRingIsUnmappedAtOnce) {
+  OpenedRing opened = MakeRing("ring");
+  ASSERT_NE(opened.client, nullptr);
+  EXPECT_EQ(Call(opened.client.get(), ValidRequest().SerializeAsString()).code,
+            static_cast<int>(StatusCode::FAILED_PRECONDITION));
+  ASSERT_TRUE(Maps(daemon_->pid(), opened.shm->key()));
+  ASSERT_EQ(Unregister("ring"), StatusCode::OK);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (Maps(daemon_->pid(), opened.shm->key()) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_FALSE(Maps(daemon_->pid(), opened.shm->key())) << "kjitd still maps the unregistered ring's object";
+}
+
 TEST_F(RingTest, TruncatedRingStopsItsPollerNotTheDaemon) {
   OpenedRing opened = MakeRing("ring");
   ASSERT_NE(opened.client, nullptr);
