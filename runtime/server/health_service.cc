@@ -4,7 +4,9 @@
 #include <string>
 
 #include "runtime/common/client_text.h"
+#include "runtime/ipc/scope.h"
 #include "runtime/server/grpc_status.h"
+#include "runtime/server/peer.h"
 
 namespace kjit::server {
 namespace {
@@ -50,11 +52,21 @@ grpc::Status HealthService::Check(grpc::ServerContext*, const grpc::health::v1::
 grpc::Status HealthService::Watch(grpc::ServerContext* ctx, const grpc::health::v1::HealthCheckRequest* req,
                                   grpc::ServerWriter<HealthCheckResponse>* writer) {
   const bool known = KnownService(req->service());
+  const std::string identity = PeerIdentity(*ctx);
   std::unique_lock<std::mutex> lock(mu_);
   if (watches_ >= kMaxWatches) {
     return ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
         "kjitd serves at most ", kMaxWatches, " health Watch streams at once: end one, or poll with Check")));
   }
+  int& mine = watches_by_identity_[identity];
+  if (!identity.empty() && static_cast<uint64_t>(mine) >= ipc::IdentityShare(kMaxWatches)) {
+    if (mine == 0) watches_by_identity_.erase(identity);
+    return ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
+        "this client's user (", identity == "tcp" ? "every TCP client together" : identity, ") has ", mine,
+        " health Watch streams open, ", ipc::IdentityShareText(kMaxWatches, "Watch streams"),
+        ": end one, or poll with Check")));
+  }
+  ++mine;
   ++watches_;
   uint64_t sent = version_ - 1;  // anything but version_: the first status always goes out
   while (!shutdown_ && !ctx->IsCancelled()) {
@@ -73,6 +85,7 @@ grpc::Status HealthService::Watch(grpc::ServerContext* ctx, const grpc::health::
     changed_.wait_for(lock, std::chrono::milliseconds(100));
   }
   --watches_;
+  if (--watches_by_identity_[identity] == 0) watches_by_identity_.erase(identity);
   if (shutdown_) return ToGrpc(absl::UnavailableError("kjitd is stopping"));
   return grpc::Status::OK;
 }

@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 
 #include "health/v1/health.grpc.pb.h"
@@ -30,8 +31,9 @@ class HealthService final
                      grpc::health::v1::HealthCheckResponse* resp) override;
   // Sends the current status, then every change, until the client cancels or the daemon stops.
   // An unknown name reports SERVICE_UNKNOWN (and never changes). Each Watch holds a thread, and the
-  // health service answers without a token, so at most kMaxWatches run at once: RESOURCE_EXHAUSTED
-  // past that.
+  // health service answers without a token, so at most kMaxWatches run at once, and of them at most
+  // ipc::IdentityShare for one identity (PeerIdentity: a Unix user, or every TCP client together):
+  // RESOURCE_EXHAUSTED past either.
   grpc::Status Watch(grpc::ServerContext* ctx, const grpc::health::v1::HealthCheckRequest* req,
                      grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>* writer) override;
   static constexpr int kMaxWatches = 64;
@@ -43,6 +45,7 @@ class HealthService final
   bool shutdown_ = false;
   uint64_t version_ = 0;  // bumped on every change
   int watches_ = 0;       // Watch calls running
+  std::map<std::string, int> watches_by_identity_;  // of them, per PeerIdentity (entries > 0 only)
 };
 
 }  // namespace kjit::server

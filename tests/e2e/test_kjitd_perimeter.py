@@ -404,6 +404,35 @@ class TokenTest(unittest.TestCase):
         self.assertLess(grown, 100, f"kjitd's peak memory grew {grown:.0f} MiB for a 20 MB reflection request")
         self.assertTrue(self.pbg.GRPCInferenceServiceStub(self.d.channel).ServerLive(self.pb.ServerLiveRequest()).live)
 
+    def test_tcp_clients_hold_at_most_three_quarters_of_the_watch_streams(self):
+        # Health needs no token, and each Watch holds a thread: TCP clients, whom kjitd cannot tell
+        # apart, together hold at most 48 of the 64, so a Unix user still gets one; past 64 nobody does.
+        watch = lambda ch: self.hpbg.HealthStub(ch).Watch(self.hpb.HealthCheckRequest(), timeout=60)
+        streams = []
+        try:
+            def opened(ch):
+                s = watch(ch)
+                try:
+                    next(s)
+                    streams.append(s)
+                    return self.grpc.StatusCode.OK, ""
+                except self.grpc.RpcError as e:
+                    return e.code(), e.details()
+            for i in range(48):
+                self.assertEqual(opened(self.tcp)[0], self.grpc.StatusCode.OK, i)
+            code, message = opened(self.tcp)
+            self.assertEqual(code, self.grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+            self.assertIn("every TCP client together", message)
+            for i in range(16):
+                self.assertEqual(opened(self.d.channel)[0], self.grpc.StatusCode.OK, i)
+            code, message = opened(self.d.channel)
+            self.assertEqual(code, self.grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+            self.assertIn("at most 64 health Watch streams", message)
+        finally:
+            for s in streams:
+                s.cancel()
+        time.sleep(0.3)  # the daemon sees the cancels within 100 ms
+
     def test_reflection_on_serves_tcp_too(self):
         port = free_port()
         d = Daemon(["--listen", f"127.0.0.1:{port}", "--reflection", "on"])
