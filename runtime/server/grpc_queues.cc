@@ -4,14 +4,18 @@
 #include <cstddef>
 #include <condition_variable>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <new>
+#include <string>
 #include <thread>
 #include <type_traits>
 
 #include "absl/strings/match.h"
 #include "runtime/common/client_text.h"
 #include "runtime/common/log.h"
+#include "runtime/ipc/scope.h"
+#include "runtime/server/peer.h"
 
 namespace kjit::server {
 namespace {
@@ -27,15 +31,20 @@ class Call {
 // queues are shut down only once each has posted its answer (posting to a shut-down queue aborts).
 class OffloadedCalls {
  public:
-  static constexpr int kMax = 64;  // past it a call waits on its queue's thread, as before
-  bool TryAcquire() {
+  // At most kMax at once, and of them ipc::IdentityShare for one identity (PeerIdentity); past
+  // either, the queue's thread refuses the call (InferenceService::MarkQueueThread).
+  static constexpr int kMax = 64;
+  bool TryAcquire(const std::string& identity) {
     std::lock_guard<std::mutex> lock(mu_);
     if (count_ >= kMax) return false;
+    if (!identity.empty() && static_cast<uint64_t>(by_identity_[identity]) >= ipc::IdentityShare(kMax)) return false;
+    ++by_identity_[identity];
     ++count_;
     return true;
   }
-  void Release() {
+  void Release(const std::string& identity) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (--by_identity_[identity] == 0) by_identity_.erase(identity);
     if (--count_ == 0) cv_.notify_all();
   }
   void WaitForNone() {
@@ -47,6 +56,7 @@ class OffloadedCalls {
   std::mutex mu_;
   std::condition_variable cv_;
   int count_ = 0;
+  std::map<std::string, int> by_identity_;  // entries > 0 only
 };
 OffloadedCalls& Offloaded() {
   static OffloadedCalls* const calls = new OffloadedCalls;
@@ -84,16 +94,24 @@ class UnaryCall final : public Call {
         may_wait = token.ok() && (service_->*kMayWait)(request_);
       } catch (const std::exception&) {
       }
-      if (may_wait && Offloaded().TryAcquire()) {
+      std::string identity;
+      if (may_wait) {
         try {
-          std::thread([this] {
+          identity = PeerIdentity(ctx_);
+        } catch (const std::exception&) {
+          may_wait = false;  // answered here: refused before any wait
+        }
+      }
+      if (may_wait && Offloaded().TryAcquire(identity)) {
+        try {
+          std::thread([this, identity] {
             const grpc::Status status = Handle();
             responder_.Finish(response_, status, this);  // the last use of the call on this thread
-            Offloaded().Release();
+            Offloaded().Release(identity);
           }).detach();
           return;
         } catch (const std::exception&) {
-          Offloaded().Release();
+          Offloaded().Release(identity);
         }
       }
     }
@@ -192,6 +210,7 @@ void CompletionQueueThreads::Start() {
     }
     new UnknownMethodCall(&unknown_methods_, cq);
     threads_.emplace_back([cq] {
+      InferenceService::MarkQueueThread();
       void* tag = nullptr;
       bool ok = false;
       while (cq->Next(&tag, &ok)) static_cast<Call*>(tag)->Proceed(ok);

@@ -7,7 +7,9 @@
 // Nothing slow may run on these threads: a synchronous ModelInfer holds one for its launch and
 // stream sync (tens of us), an asynchronous one for its enqueue. A synchronous ModelInfer with a
 // kjit_wait_event, which may wait up to --launch-timeout-ms for the event, is answered on a thread
-// of its own (at most 64 at once; Shutdown waits for them). Calls are not routed by GPU; one
+// of its own (at most 64 at once, 48 for one user; Shutdown waits for them); past that, or for a
+// request past 1 MiB, it is refused (RESOURCE_EXHAUSTED) instead of waiting on the queue's thread,
+// where it held up every client's calls. Calls are not routed by GPU; one
 // thread per GPU lets two GPUs' launches run at the same time.
 //
 // These threads also answer the method names no service has (UNIMPLEMENTED, at once), through the

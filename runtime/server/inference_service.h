@@ -46,6 +46,11 @@ class InferenceService final : public InferenceServiceBase {
   // for every other request (a scan of its bytes for the parameter's name). Never for a request of
   // more than RequestCache::kKeepBytes (tensors inline), which its queue's thread answers.
   bool InferMayWait(const grpc::ByteBuffer& req) const;
+  // Marks the calling thread as a completion-queue thread (grpc_queues.cc), which serves every
+  // client's ModelInfer and ServerLive: there InferBytes refuses a launch that would wait on the host
+  // for a kjit_wait_event (RESOURCE_EXHAUSTED, before any wait), where it used to stall everyone's
+  // calls for up to --launch-timeout-ms (a request past RequestCache::kKeepBytes, or no thread left).
+  static void MarkQueueThread();
   // token.h's check with the daemon's token, for the asynchronous methods (grpc_queues.cc).
   grpc::Status CheckToken(const grpc::ServerContext& ctx) const;
   // ModelInfer's work, statistics included, for every transport (gRPC, launch rings), in the

@@ -41,6 +41,23 @@ Status InferenceService::Infer(const inference::ModelInferRequest& req, const ip
   return s;
 }
 
+namespace {
+
+thread_local bool t_queue_thread = false;  // MarkQueueThread
+
+// A synchronous launch ordered after a client's event: the launcher waits for it on the host.
+bool WaitsOnHost(const inference::ModelInferRequest& req) {
+  auto has_string = [&](const char* name) {
+    const auto it = req.parameters().find(name);
+    return it != req.parameters().end() && it->second.has_string_param() && !it->second.string_param().empty();
+  };
+  return has_string("kjit_wait_event") && !has_string("kjit_signal_event");
+}
+
+}  // namespace
+
+void InferenceService::MarkQueueThread() { t_queue_thread = true; }
+
 bool InferenceService::InferMayWait(const grpc::ByteBuffer& req) const {
   static constexpr std::string_view kWait = "kjit_wait_event";
   // A large request (tensors inline) is answered on the queue's thread, which parses one at a time:
@@ -77,11 +94,7 @@ bool InferenceService::InferMayWait(const grpc::ByteBuffer& req) const {
       !parsed.ParseFromString(bytes)) {
     return false;
   }
-  auto has_string = [&](const char* name) {
-    const auto it = parsed.parameters().find(name);
-    return it != parsed.parameters().end() && it->second.has_string_param() && !it->second.string_param().empty();
-  };
-  return has_string("kjit_wait_event") && !has_string("kjit_signal_event");
+  return WaitsOnHost(parsed);
 }
 
 grpc::Status InferenceService::InferBytes(const grpc::ServerContext& ctx, const grpc::ByteBuffer& req,
@@ -98,6 +111,14 @@ grpc::Status InferenceService::InferBytes(const grpc::ServerContext& ctx, const 
   if (!parsed.ok()) {
     cache.Done(0);
     return ToGrpc(parsed.status());
+  }
+  if (t_queue_thread && WaitsOnHost(**parsed)) {
+    cache.Done(0);
+    return ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
+        "kjitd cannot wait for this launch's kjit_wait_event now: every thread for such waits is taken (64, of "
+        "which one user may hold 48), or the request is past ", RequestCache::kKeepBytes,
+        " bytes (tensors inline: put them in shared memory regions); retry, or launch asynchronously "
+        "(kjit_signal_event)")));
   }
   inference::ModelInferResponse* out = cache.response();
   const Status s = Infer(**parsed, *session, out);

@@ -436,6 +436,34 @@ class LimitsTest(unittest.TestCase):
         finally:
             self.assertEqual(d.stop(), 0)
 
+    def test_a_launch_that_would_wait_on_the_queue_thread_is_refused(self):
+        # A synchronous launch with a kjit_wait_event waits on the host for up to --launch-timeout-ms.
+        # Past 1 MiB (tensors inline) it is not given a thread of its own, and waited on the thread
+        # that answers every client's ModelInfer and ServerLive: now it is refused there, before any
+        # wait. A small one still gets its own thread (here: compile-only, refused after that).
+        grpc, _, _, pb, pbg, kpb, kpbg = stubs()
+        d = Daemon().wait_ready()
+        try:
+            infer = pbg.GRPCInferenceServiceStub(d.channel)
+            for big in (True, False):
+                req = make_infer_request(pb)
+                req.parameters["kjit_wait_event"].string_param = "never"
+                if big:  # a cache of 2,000 slots inline: 2.3 MB, a valid request
+                    self.assertEqual(req.inputs[2].name, "kv_cache")
+                    req.inputs[2].shape[:] = [2000, 1, 576]
+                    req.raw_input_contents[2] = bytes(2000 * 576 * 2)
+                with self.assertRaises(grpc.RpcError) as ctx:
+                    infer.ModelInfer(req, timeout=30)
+                if big:
+                    self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, ctx.exception.details())
+                    self.assertIn("kjit_wait_event", ctx.exception.details())
+                else:
+                    self.assertNotEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                        ctx.exception.details())
+            self.assertTrue(infer.ServerLive(pb.ServerLiveRequest(), timeout=10).live)
+        finally:
+            self.assertEqual(d.stop(), 0)
+
     def test_calls_that_wait_hold_a_bounded_number_of_threads(self):
         # 300 Compile calls at once, most of them waiting for NVRTC (kjitd compiles as many at once as
         # its cores allow): gRPC started a thread for each, and each compile call more. Now at most
