@@ -81,6 +81,9 @@ class RingPoller {
       if (n > RequestCache::kKeepBytes) {
         while (!gate.try_lock_for(std::chrono::milliseconds(50))) {
           if (stop_) return absl::CancelledError("the ring was closed while its request waited for another ring's");
+          // Its region unregistered (or released with its session) meanwhile: the ring is over, and
+          // the request is not run as a client that gave the ring up.
+          if (RegionGone()) return absl::CancelledError("the ring's region left while its request waited");
         }
       }
       // As on the gRPC path (grpc_queues.cc), no exception leaves this thread: it would end the
