@@ -60,7 +60,6 @@ grpc::Status HealthService::Watch(grpc::ServerContext* ctx, const grpc::health::
   }
   int& mine = watches_by_identity_[identity];
   if (!identity.empty() && static_cast<uint64_t>(mine) >= ipc::IdentityShare(kMaxWatches)) {
-    if (mine == 0) watches_by_identity_.erase(identity);
     return ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
         "this client's user (", identity == "tcp" ? "every TCP client together" : identity, ") has ", mine,
         " health Watch streams open, ", ipc::IdentityShareText(kMaxWatches, "Watch streams"),
