@@ -303,9 +303,15 @@ StatusOr<uint32_t> RingTable::Open(const std::string& name, const ipc::Scope& se
           "that ring first or give this one memory of its own"));
     }
   }
-  if (live >= max_rings_ || rings_.size() >= 2 * max_rings_) {
+  if (live >= max_rings_) {
     return absl::ResourceExhaustedError(absl::StrCat("kjitd serves ", max_rings_,
                                                      " launch rings, its limit (--max-rings): close one first"));
+  }
+  if (rings_.size() >= 2 * max_rings_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "kjitd serves ", live, " launch rings, and ", rings_.size() - live,
+        " more whose regions have left are still finishing a request; together they hold twice its limit of ",
+        max_rings_, " (--max-rings) in threads: retry once they finish"));
   }
   if (!region->owner.empty() && mine >= ipc::IdentityShare(max_rings_)) {
     return absl::ResourceExhaustedError(absl::StrCat(
