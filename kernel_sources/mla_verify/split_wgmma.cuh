@@ -2,11 +2,11 @@
 // request b x one prefix chunk, or the draft tree for split 0; normalized bf16 partial O and log2-LSE
 // into the workspace), computed with warpgroup MMAs that read both operands from shared memory.
 //
-// Three warpgroups. Warpgroup 2, the producer, stages each tile's row source addresses (from slot
-// indices loaded a tile ahead and checked) and
-// gathers whole tiles with cp.async into a 2-stage ring, each stage as two parts (groups 0-3 and 8,
-// then groups 4-7) whose "full" mbarriers cp.async itself completes; in the tree CTA, consumer
-// warpgroup 0 stages each query row's mask bits while Q is in flight. The two consumer warpgroups
+// Three warpgroups. Warpgroup 2, the producer, copies Q (or, with KJIT_Q_BY_CONSUMERS, the two
+// consumer warpgroups do), stages each tile's row source addresses (from slot indices loaded a tile
+// ahead and checked) and gathers whole tiles with cp.async into a 2-stage ring, each stage as two
+// parts (groups 0-3 and 8, then groups 4-7) whose "full" mbarriers cp.async itself completes; in the
+// tree CTA, consumer warpgroup 0 stages each query row's mask bits while Q is in flight. The two consumer warpgroups
 // share the work "seesaw" style (FlashMLA's schedule): warpgroup w owns the tiles t with t % 2 == w.
 // For its own tile the owner computes S = Q.K^T (36 wgmma m64n64k16, Q and K from shared memory)
 // and the online softmax against the running max the other warpgroup published for tile t-1, writes
@@ -41,6 +41,17 @@
 // (bench/results/kernel_bench-2026-12-04-h200-fp8-producer.md).
 #ifndef KJIT_FP8_PRODUCER
 #define KJIT_FP8_PRODUCER 0
+#endif
+// KJIT_Q_BY_CONSUMERS (an experiment, kernel_bench --define; 0 in production until it has run on a
+// GPU): 1 = the two consumer warpgroups copy Q (eight warps; the producer's four then start on the
+// first KV tile at once); 0 = the producer copies Q, then the tile.
+#ifndef KJIT_Q_BY_CONSUMERS
+#define KJIT_Q_BY_CONSUMERS 0
+#endif
+// KJIT_Q_SOURCE (experiments only, kernel_bench --define; 0 in production): 1 = each split CTA
+// copies its "Q" from cache rows of its own instead of the request's Q (wrong values).
+#ifndef KJIT_Q_SOURCE
+#define KJIT_Q_SOURCE 0
 #endif
 #include "common/mbarrier.cuh"
 #include "common/mma.cuh"
@@ -267,6 +278,19 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   // rows into L2 without waiting for a load.
   long long raw_after = fp8_rows && i >= 0 && i < kTile && num_tiles > 1 ? kv_rows.Raw(p, 1, i) : kPastEnd;
 
+  // Q's row `row` of this CTA (its first byte), read only when *ok: the request's rows m0 ... .
+  auto q_row = [&](int row, bool* ok) {
+    const int rg = m0 + row;
+    *ok = rg < rows_b;
+#if KJIT_Q_SOURCE == 1
+    // Experiment (wrong values, times only): each CTA's "Q" from cache rows of its own, to tell
+    // the cost of every split CTA of a row tile reading the same Q lines at once.
+    const long long slot = (static_cast<long long>(split) * kRows + row + 4096LL * m_tile) % p.num_slots;
+    return reinterpret_cast<const char*>(p.kv_cache) + slot * kKDim * 2;
+#endif
+    const long long tok = *ok ? rg / kHeads : 0;
+    return reinterpret_cast<const char*>(p.q + (rq.q0 + tok) * p.q_stride_n + (rg % kHeads) * p.q_stride_h);
+  };
   // Barriers. Named: the producer's own warps (tile t's indices staged); the consumers' epilogue.
   // mbarriers: Q landed; per stage s and part h "full" (the part landed; for part A also the
   // indices' valid bits are visible); per stage "empty" (both
@@ -279,7 +303,7 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   auto empty_bar = [&](int t) { return SmemAddr(&sm.empty[t & 1]); };
   auto p_ready_bar = [&](int t) { return SmemAddr(&sm.p_ready[t & 1]); };
   if (tid == 0) {
-    MbarInit(bar_q, kProducers);
+    MbarInit(bar_q, KJIT_Q_BY_CONSUMERS ? kConsumers : kProducers);
     for (int s = 0; s < 2; ++s) {
       // Part A: every producer thread's copies and its plain arrival (the valid bits), or with e4m3
       // rows the plain arrival after its stores; part B: the copies (or that arrival).
@@ -292,17 +316,15 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   __syncthreads();
 
   if (wg == 2) {
-    // ---- Producer: Q, then per tile t the indices (loaded one tile ahead) and the tile, part A
-    // first (Q.K^T starts on it), once both consumers are done with tile t - 2.
+    // ---- Producer: per tile t the indices (loaded one tile ahead) and the tile, part A first
+    // (Q.K^T starts on it), once both consumers are done with tile t - 2 (and Q first where
+    // KJIT_Q_BY_CONSUMERS is 0).
     WarpgroupRegsDec<kProducerRegs>();
     const int pw = warp - 8;  // producer warp 0-3
-    CopyTileRows(q_addr, pw, 4, lane, [&](int row, bool* ok) {
-      const int rg = m0 + row;
-      *ok = rg < rows_b;
-      const long long tok = *ok ? rg / kHeads : 0;
-      return reinterpret_cast<const char*>(p.q + (rq.q0 + tok) * p.q_stride_n + (rg % kHeads) * p.q_stride_h);
-    });
+#if !KJIT_Q_BY_CONSUMERS
+    CopyTileRows(q_addr, pw, 4, lane, q_row);
     CpAsyncMbarArrive(bar_q);
+#endif
     const char* kv_base = reinterpret_cast<const char*>(kv_rows.base);
     const long long kv_row_bytes = kv_rows.row_bytes;
     // Tile t's row source addresses (-1: masked), by warps 8 and 9 whole, from the slot indices
@@ -369,6 +391,10 @@ __device__ __forceinline__ void WgmmaSplitKernelBody(const MlaVerifyParams& p) {
   }
 
   WarpgroupRegsInc<kConsumerRegs>();
+#if KJIT_Q_BY_CONSUMERS
+  CopyTileRows(q_addr, warp, 8, lane, q_row);  // warps 0-7, eight rows each
+  CpAsyncMbarArrive(bar_q);
+#endif
   // The tree CTA's one tile (D <= 64) of mask bits, staged by warpgroup 0 while Q and the tile are
   // in flight, so that the mask's loads are off the path to the first S (the producer staging them
   // after its copies made the tree CTA the last of a short-prefix launch).
