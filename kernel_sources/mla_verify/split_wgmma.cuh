@@ -42,9 +42,10 @@
 #ifndef KJIT_FP8_PRODUCER
 #define KJIT_FP8_PRODUCER 0
 #endif
-// KJIT_Q_BY_CONSUMERS (an experiment, kernel_bench --define; 0 in production until it has run on a
-// GPU): 1 = the two consumer warpgroups copy Q (eight warps; the producer's four then start on the
-// first KV tile at once); 0 = the producer copies Q, then the tile.
+// KJIT_Q_BY_CONSUMERS (experiments only, kernel_bench --define; 0 in production): 1 = the two
+// consumer warpgroups copy Q (eight warps; the producer's four then start on the first KV tile at
+// once); 0 = the producer copies Q, then the tile. 1 passes the GPU tests and gained nothing in a
+// graph replay (bench/results/kernel_bench-2026-12-07-h100-q-source.md).
 #ifndef KJIT_Q_BY_CONSUMERS
 #define KJIT_Q_BY_CONSUMERS 0
 #endif
