@@ -410,7 +410,7 @@ class LimitsTest(unittest.TestCase):
     def test_a_compile_that_repeats_a_name_compiles_it_once(self):
         # A specialization named 20,000 times (a 300 KB request) made 20,000 results, a cubin each,
         # which the call held to its end (about 130 KB apiece: 2.6 GB). Now each is compiled and
-        # reported once, in the order first named, and kjitd's peak memory barely moves.
+        # reported once, and kjitd's peak memory barely moves.
         grpc, _, _, pb, pbg, kpb, kpbg = stubs()
         d = Daemon().wait_ready()
         try:
@@ -428,8 +428,9 @@ class LimitsTest(unittest.TestCase):
             request = kpb.CompileRequest(family="mla_verify_naive", specializations=[names[1], names[0]] * 10_000,
                                          archs=["sm_90"])
             progress = list(kernels.Compile(request, timeout=300))
-            self.assertEqual([(p.specialization, p.done, p.total) for p in progress],
-                             [(names[1], 1, 2), (names[0], 2, 2)])
+            # Reported as they finish (two may compile at once): each name once, done counting up.
+            self.assertEqual(sorted(p.specialization for p in progress), sorted(names[:2]))
+            self.assertEqual([(p.done, p.total) for p in progress], [(1, 2), (2, 2)])
             self.assertTrue(all(p.cache_hit and not p.error for p in progress), progress)
             grown = peak_mib() - before
             self.assertLess(grown, 100, f"kjitd's peak memory grew {grown:.0f} MiB for one repeated name")
