@@ -4,7 +4,6 @@
 #include <cstddef>
 #include <condition_variable>
 #include <exception>
-#include <map>
 #include <mutex>
 #include <new>
 #include <string>
@@ -14,7 +13,7 @@
 #include "absl/strings/match.h"
 #include "runtime/common/client_text.h"
 #include "runtime/common/log.h"
-#include "runtime/ipc/scope.h"
+#include "runtime/server/identity_slots.h"
 #include "runtime/server/peer.h"
 
 namespace kjit::server {
@@ -36,27 +35,22 @@ class OffloadedCalls {
   static constexpr int kMax = 64;
   bool TryAcquire(const std::string& identity) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (count_ >= kMax) return false;
-    if (!identity.empty() && static_cast<uint64_t>(by_identity_[identity]) >= ipc::IdentityShare(kMax)) return false;
-    ++by_identity_[identity];
-    ++count_;
-    return true;
+    return slots_.TryTake(identity) == IdentitySlots::Taken::kYes;
   }
   void Release(const std::string& identity) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (--by_identity_[identity] == 0) by_identity_.erase(identity);
-    if (--count_ == 0) cv_.notify_all();
+    slots_.Give(identity);
+    if (slots_.total() == 0) cv_.notify_all();
   }
   void WaitForNone() {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return count_ == 0; });
+    cv_.wait(lock, [this] { return slots_.total() == 0; });
   }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  int count_ = 0;
-  std::map<std::string, int> by_identity_;  // entries > 0 only
+  IdentitySlots slots_{kMax};
 };
 OffloadedCalls& Offloaded() {
   static OffloadedCalls* const calls = new OffloadedCalls;

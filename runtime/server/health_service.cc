@@ -54,19 +54,18 @@ grpc::Status HealthService::Watch(grpc::ServerContext* ctx, const grpc::health::
   const bool known = KnownService(req->service());
   const std::string identity = PeerIdentity(*ctx);
   std::unique_lock<std::mutex> lock(mu_);
-  if (watches_ >= kMaxWatches) {
-    return ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
-        "kjitd serves at most ", kMaxWatches, " health Watch streams at once: end one, or poll with Check")));
+  switch (watches_.TryTake(identity)) {
+    case IdentitySlots::Taken::kYes:
+      break;
+    case IdentitySlots::Taken::kLimit:
+      return ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
+          "kjitd serves at most ", kMaxWatches, " health Watch streams at once: end one, or poll with Check")));
+    case IdentitySlots::Taken::kShare:
+      return ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
+          "this client's user (", identity == "tcp" ? "every TCP client together" : identity, ") has ",
+          watches_.Held(identity), " health Watch streams open, ",
+          ipc::IdentityShareText(kMaxWatches, "Watch streams"), ": end one, or poll with Check")));
   }
-  int& mine = watches_by_identity_[identity];
-  if (!identity.empty() && static_cast<uint64_t>(mine) >= ipc::IdentityShare(kMaxWatches)) {
-    return ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
-        "this client's user (", identity == "tcp" ? "every TCP client together" : identity, ") has ", mine,
-        " health Watch streams open, ", ipc::IdentityShareText(kMaxWatches, "Watch streams"),
-        ": end one, or poll with Check")));
-  }
-  ++mine;
-  ++watches_;
   uint64_t sent = version_ - 1;  // anything but version_: the first status always goes out
   while (!shutdown_ && !ctx->IsCancelled()) {
     if (sent != version_) {
@@ -83,8 +82,7 @@ grpc::Status HealthService::Watch(grpc::ServerContext* ctx, const grpc::health::
     // A cancelled client wakes nobody: look again every 100 ms.
     changed_.wait_for(lock, std::chrono::milliseconds(100));
   }
-  --watches_;
-  if (--watches_by_identity_[identity] == 0) watches_by_identity_.erase(identity);
+  watches_.Give(identity);
   if (shutdown_) return ToGrpc(absl::UnavailableError("kjitd is stopping"));
   return grpc::Status::OK;
 }

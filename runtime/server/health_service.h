@@ -6,11 +6,11 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <mutex>
 
 #include "health/v1/health.grpc.pb.h"
 #include "runtime/server/bounded_methods.h"
+#include "runtime/server/identity_slots.h"
 
 namespace kjit::server {
 
@@ -44,8 +44,7 @@ class HealthService final
   bool serving_ = false;
   bool shutdown_ = false;
   uint64_t version_ = 0;  // bumped on every change
-  int watches_ = 0;       // Watch calls running
-  std::map<std::string, int> watches_by_identity_;  // of them, per PeerIdentity (entries > 0 only)
+  IdentitySlots watches_{kMaxWatches};  // Watch calls running
 };
 
 }  // namespace kjit::server
