@@ -181,8 +181,9 @@ Status RunDaemon(const Flags& flags) {
   KJIT_ASSIGN_OR_RETURN(std::unique_ptr<UnixListener> unix_listener, UnixListener::Bind(flags.socket, 0660));
 
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();  // the library also registers it when loaded
-  const bool reflection = ReflectionServed(flags, SocketIsPrivate(flags.socket));
-  if (reflection && (!flags.listen.empty() || !SocketIsPrivate(flags.socket))) {
+  const bool socket_private = SocketIsPrivate(flags.socket);
+  const bool reflection = ReflectionServed(flags, socket_private);
+  if (reflection && (!flags.listen.empty() || !socket_private)) {
     Log(LogLevel::kWarn, "--reflection on: clients other than kjitd's own user may send gRPC reflection requests of "
                          "up to --max-request-bytes, which gRPC parses without the token");
   }
