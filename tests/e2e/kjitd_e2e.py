@@ -90,6 +90,11 @@ class Daemon:
             time.sleep(0.05)
         return self
 
+    def peak_kib(self):
+        """The daemon's peak resident memory so far (VmHWM), KiB."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            return int(next(l for l in f if l.startswith("VmHWM:")).split()[1])
+
     def stop(self):
         self.channel.close()
         self.proc.send_signal(signal.SIGTERM)

@@ -227,15 +227,12 @@ class LimitsTest(unittest.TestCase):
             t.parameters["shared_memory_region"].string_param = "huge"
             t.parameters["shared_memory_byte_size"].int64_param = 1 << 30
 
-        def rss_kib():
-            with open(f"/proc/{d.proc.pid}/status") as f:
-                return int(next(l for l in f if l.startswith("VmHWM:")).split()[1])
-        before = rss_kib()
+        before = d.peak_kib()
         with self.assertRaises(grpc.RpcError) as ctx:
             infer.ModelInfer(req, timeout=30)
         self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, ctx.exception.details())
         self.assertIn("batch", ctx.exception.details(), model)
-        self.assertLess(rss_kib() - before, 64 * 1024, model)  # peak resident growth under 64 MiB
+        self.assertLess(d.peak_kib() - before, 64 * 1024, model)  # peak resident growth under 64 MiB
 
     def test_a_launch_stages_at_most_max_staging_bytes(self):
         # A 576 KiB cache in a system shared memory region, past --max-staging-bytes 64 KiB: refused
@@ -283,9 +280,6 @@ class LimitsTest(unittest.TestCase):
         d = Daemon(["--max-request-bytes", str(64 << 20)])
         ring = None
         try:
-            def peak_kib():
-                with open(f"/proc/{d.proc.pid}/status") as f:
-                    return int(next(l for l in f if l.startswith("VmHWM:")).split()[1])
             raw = d.channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
                                         request_serializer=lambda b: b, response_deserializer=lambda b: b)
             empty_inputs = b"\x0a\x0amla_verify" + b"\x2a\x00" * 10_000_000
@@ -294,14 +288,14 @@ class LimitsTest(unittest.TestCase):
             zeros.inputs[0].contents.int64_contents.extend([0] * 20_000_000)
             zeros = zeros.SerializeToString()
             self.assertLess(len(zeros), 21 << 20)
-            before = peak_kib()
+            before = d.peak_kib()
             for body, code, says in ((empty_inputs, grpc.StatusCode.INVALID_ARGUMENT, "more than 128 inputs"),
                                      (zeros, grpc.StatusCode.RESOURCE_EXHAUSTED, "raw_input_contents or in shared memory")):
                 with self.assertRaises(grpc.RpcError) as ctx:
                     raw(body, timeout=60)
                 self.assertEqual(ctx.exception.code(), code)
                 self.assertIn(says, ctx.exception.details())
-            grown_mib = (peak_kib() - before) / 1024
+            grown_mib = (d.peak_kib() - before) / 1024
             self.assertLess(grown_mib, 200, f"kjitd's peak memory grew {grown_mib:.0f} MiB for 20 MB requests")
 
             infer = pbg.GRPCInferenceServiceStub(d.channel)
@@ -315,7 +309,7 @@ class LimitsTest(unittest.TestCase):
                 self.assertEqual(got, code.value[0], message)
                 self.assertIn(says, message)
                 self.assertEqual(response, b"")
-            grown_mib = (peak_kib() - before) / 1024
+            grown_mib = (d.peak_kib() - before) / 1024
             self.assertLess(grown_mib, 200, f"kjitd's peak memory grew {grown_mib:.0f} MiB for 20 MB requests")
             self.assertTrue(infer.ServerLive(pb.ServerLiveRequest()).live)
         finally:
@@ -332,9 +326,6 @@ class LimitsTest(unittest.TestCase):
         grpc, hpb, hpbg, pb, pbg, kpb, kpbg = stubs()
         d = Daemon(["--max-request-bytes", str(64 << 20)]).wait_ready()
         try:
-            def peak_kib():
-                with open(f"/proc/{d.proc.pid}/status") as f:
-                    return int(next(l for l in f if l.startswith("VmHWM:")).split()[1])
 
             def raw(method, body, stream=False):
                 call = (d.channel.unary_stream if stream else d.channel.unary_unary)(
@@ -356,7 +347,7 @@ class LimitsTest(unittest.TestCase):
                      ("/kjit.v1.KernelService/OpenRing", undefined, False, "kjit.v1.OpenRingRequest"),
                      ("/grpc.health.v1.Health/Check", undefined, False, "grpc.health.v1.HealthCheckRequest"),
                      ("/grpc.health.v1.Health/Watch", undefined, True, "grpc.health.v1.HealthCheckRequest")]
-            before = peak_kib()
+            before = d.peak_kib()
             for method, body, stream, type_name in cases:
                 code, details = raw(method, body, stream)
                 self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED, (method, details))
@@ -371,7 +362,7 @@ class LimitsTest(unittest.TestCase):
                     self.assertTrue(event.session_id)
             self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, ctx.exception.details())
             self.assertIn(f"a kjit.v1.SessionRequest of {len(undefined)} bytes", ctx.exception.details())
-            grown_mib = (peak_kib() - before) / 1024
+            grown_mib = (d.peak_kib() - before) / 1024
             self.assertLess(grown_mib, 200, f"kjitd's peak memory grew {grown_mib:.0f} MiB for 20 MB requests")
 
             # At the bound a request is parsed and answered (its undefined fields ignored); past it
@@ -422,8 +413,7 @@ class LimitsTest(unittest.TestCase):
                                                     archs=["sm_90"]), timeout=300))  # into the cache
 
             def peak_mib():
-                with open(f"/proc/{d.proc.pid}/status") as f:
-                    return int(next(l for l in f if l.startswith("VmHWM:")).split()[1]) / 1024
+                return d.peak_kib() / 1024
             before = peak_mib()
             request = kpb.CompileRequest(family="mla_verify_naive", specializations=[names[1], names[0]] * 10_000,
                                          archs=["sm_90"])

@@ -392,8 +392,7 @@ class TokenTest(unittest.TestCase):
         raw = dict(request_serializer=lambda b: b, response_deserializer=lambda b: b)
 
         def peak_mib():
-            with open(f"/proc/{self.d.proc.pid}/status") as f:
-                return int(next(l for l in f if l.startswith("VmHWM:")).split()[1]) / 1024
+            return self.d.peak_kib() / 1024
         before = peak_mib()
         for channel, body in ((self.tcp, b"\x3a\x00"), (self.d.channel, b"\x3a\x00"), (self.tcp, b"\x78\x00" * (10 << 20))):
             with self.assertRaises(self.grpc.RpcError) as ctx:
