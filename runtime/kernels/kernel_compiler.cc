@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -17,6 +18,11 @@ namespace kjit::kernels {
 namespace {
 
 constexpr uint64_t kBytesPerCompile = 500ull << 20;  // a large NVRTC compile peaks near this
+
+Status Stopped() {
+  return absl::CancelledError(
+      "not compiled: the caller stopped waiting (its client cancelled or left, or kjitd is stopping)");
+}
 
 // The toolkit headers a compile can reach are identified by the NVRTC build and the CUDA_VERSION of
 // the include directory in use (an override may point at another toolkit's headers).
@@ -133,10 +139,15 @@ int KernelCompiler::DefaultParallelism() {
 KernelCompiler::KernelCompiler(cache::CubinCache* cache, int max_parallel)
     : cache_(cache), max_parallel_(max_parallel > 0 ? max_parallel : DefaultParallelism()) {}
 
-StatusOr<nvrtc::CompileResult> KernelCompiler::CompileWhenFree(const nvrtc::CompileRequest& req) {
+StatusOr<nvrtc::CompileResult> KernelCompiler::CompileWhenFree(const nvrtc::CompileRequest& req,
+                                                                const StopFn& stop) {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    freed_.wait(lock, [this] { return running_ < max_parallel_; });
+    // A stop is not signalled: looked at every 50 ms while waiting.
+    while (!freed_.wait_for(lock, std::chrono::milliseconds(50), [this] { return running_ < max_parallel_; })) {
+      if (stop && stop()) return Stopped();
+    }
+    if (stop && stop()) return Stopped();
     peak_ = std::max(peak_, ++running_);
   }
   auto result = nvrtc::Compile(req);
@@ -153,7 +164,9 @@ int KernelCompiler::peak_parallel() const {
   return peak_;
 }
 
-StatusOr<CompiledKernel> KernelCompiler::Get(const Specialization& spec, std::string_view arch) {
+StatusOr<CompiledKernel> KernelCompiler::Get(const Specialization& spec, std::string_view arch,
+                                             const StopFn& stop) {
+  if (stop && stop()) return Stopped();
   const std::string what = absl::StrCat(spec.family, "/", spec.name, " for ", std::string(arch));
   const std::string target = spec.target_arch ? spec.target_arch(arch) : std::string(arch);
   KJIT_RETURN_IF_ERROR(nvrtc::ValidateArch(arch));
@@ -161,7 +174,7 @@ StatusOr<CompiledKernel> KernelCompiler::Get(const Specialization& spec, std::st
   auto req = BuildRequest(spec, target);
   if (!req.ok()) return WithContext(req.status(), what);
   if (cache_ == nullptr) {
-    auto r = CompileWhenFree(*req);
+    auto r = CompileWhenFree(*req, stop);
     if (!r.ok()) return WithContext(r.status(), what);
     return FromResult(spec, arch, target, std::move(*r));
   }
@@ -176,7 +189,7 @@ StatusOr<CompiledKernel> KernelCompiler::Get(const Specialization& spec, std::st
   cache::Request creq{.key = cache::ComputeKey(in), .arch = req->arch, .family = spec.family,
                       .specialization = spec.name};
   auto compile = [&]() -> StatusOr<cache::Entry> {
-    KJIT_ASSIGN_OR_RETURN(nvrtc::CompileResult r, CompileWhenFree(*req));
+    KJIT_ASSIGN_OR_RETURN(nvrtc::CompileResult r, CompileWhenFree(*req, stop));
     return ToEntry(FromResult(spec, arch, target, std::move(r)), in.options);
   };
   cache::Origin origin = cache::Origin::kCompiled;
@@ -188,7 +201,8 @@ StatusOr<CompiledKernel> KernelCompiler::Get(const Specialization& spec, std::st
 
 std::vector<StatusOr<CompiledKernel>> KernelCompiler::GetAll(
     const std::vector<Specialization>& specs, const std::vector<std::string>& archs,
-    std::function<void(int, int, const CompiledKernel*, const Status&)> progress, bool keep_results) {
+    std::function<void(int, int, const CompiledKernel*, const Status&)> progress, bool keep_results,
+    const StopFn& stop) {
   const int total = static_cast<int>(specs.size() * archs.size());
   std::vector<StatusOr<CompiledKernel>> results(total, absl::UnknownError("not compiled"));
   std::atomic<int> next{0};
@@ -197,7 +211,11 @@ std::vector<StatusOr<CompiledKernel>> KernelCompiler::GetAll(
   auto worker = [&] {
     for (int i = next++; i < total; i = next++) {
       const Specialization& spec = specs[i / archs.size()];
-      StatusOr<CompiledKernel> r = Get(spec, archs[i % archs.size()]);
+      StatusOr<CompiledKernel> r = Get(spec, archs[i % archs.size()], stop);
+      if (absl::IsCancelled(r.status()) && stop && stop()) {  // not reported: the caller has stopped
+        results[i] = r.status();
+        continue;
+      }
       {
         std::lock_guard<std::mutex> lock(progress_mu);
         ++done;

@@ -47,17 +47,24 @@ class KernelCompiler {
   // cache may be null (no caching). max_parallel <= 0: bounded by cores and memory (~500 MB each).
   explicit KernelCompiler(cache::CubinCache* cache, int max_parallel = 0);
 
-  StatusOr<CompiledKernel> Get(const Specialization& spec, std::string_view arch);
+  // Whether the caller no longer wants what it asked for (its client cancelled or left, the daemon
+  // is stopping): checked before each item and while waiting for a free compile, never during one
+  // (NVRTC cannot be interrupted). An empty function never stops.
+  using StopFn = std::function<bool()>;
+
+  StatusOr<CompiledKernel> Get(const Specialization& spec, std::string_view arch, const StopFn& stop = {});
 
   // Every (spec, arch) pair, specs-major: result index = spec_index * archs.size() + arch_index.
   // Compiled on the caller's thread and up to max_parallel - 1 more, fewer while other calls hold
   // such threads.
   // progress(done, total, kernel or null, status) is called once per item, serialized. Without
   // keep_results each item's kernel is released once its progress call returns (its result then
-  // keeps only its status), so a call holds at most the kernels being compiled or reported.
+  // keeps only its status), so a call holds at most the kernels being compiled or reported. Once
+  // stop() says so, the items not yet started are not compiled (CANCELLED, no progress call).
   std::vector<StatusOr<CompiledKernel>> GetAll(
       const std::vector<Specialization>& specs, const std::vector<std::string>& archs,
-      std::function<void(int, int, const CompiledKernel*, const Status&)> progress = {}, bool keep_results = true);
+      std::function<void(int, int, const CompiledKernel*, const Status&)> progress = {}, bool keep_results = true,
+      const StopFn& stop = {});
 
   // At most this many NVRTC compiles run at once, across every caller of Get and GetAll (each
   // takes about 500 MB: concurrent callers, e.g. a daemon's clients, wait for a free one).
@@ -69,8 +76,8 @@ class KernelCompiler {
   static int DefaultParallelism();
 
  private:
-  // Runs one NVRTC compile once fewer than max_parallel_ run.
-  StatusOr<nvrtc::CompileResult> CompileWhenFree(const nvrtc::CompileRequest& req);
+  // Runs one NVRTC compile once fewer than max_parallel_ run (CANCELLED if stop() says so first).
+  StatusOr<nvrtc::CompileResult> CompileWhenFree(const nvrtc::CompileRequest& req, const StopFn& stop);
 
   cache::CubinCache* cache_;
   int max_parallel_;

@@ -1,6 +1,7 @@
 #include "runtime/server/kernel_service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 
 #include "runtime/kernels/registry.h"
@@ -141,6 +142,11 @@ grpc::Status KernelService::Compile(grpc::ServerContext* ctx, const v1::CompileR
   for (const auto& a : archs) {
     if (Status s = nvrtc::ValidateArch(a); !s.ok()) return ToGrpc(s);
   }
+  // A client that cancels or leaves (a write fails), or the server's shutdown cancelling the call, stops
+  // the compiles not yet started: they took both cores for minutes after the client had gone, and
+  // held kjitd's shutdown for as long.
+  std::atomic<bool> gone{false};
+  auto stop = [&] { return gone.load() || ctx->IsCancelled(); };
   d_->compiler->GetAll(*specs, archs, [&](int done, int total, const kernels::CompiledKernel* k,
                                           const Status& s) {
     v1::CompileProgress msg;
@@ -158,8 +164,12 @@ grpc::Status KernelService::Compile(grpc::ServerContext* ctx, const v1::CompileR
       if (msg.kernels_size() > 0) *msg.mutable_resources() = msg.kernels(0).resources();
     }
     if (!s.ok()) msg.set_error(std::string(s.message()));
-    writer->Write(msg);
-  }, /*keep_results=*/false);  // each result goes out as it comes: none is held to the call's end
+    if (!writer->Write(msg)) gone = true;
+  }, /*keep_results=*/false, stop);  // each result goes out as it comes: none is held to the call's end
+  if (stop()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        "the call was cancelled or its client left: the compiles not yet started were dropped");
+  }
   return grpc::Status::OK;
 }
 
@@ -171,7 +181,7 @@ grpc::Status KernelService::GetKernel(grpc::ServerContext* ctx, const v1::GetKer
   if (Status s = nvrtc::ValidateArch(req->arch()); !s.ok()) return ToGrpc(s);
   auto k = d_->FindCompiled(req->family(), req->specialization(), req->arch());
   if (!k.ok()) {
-    k = d_->compiler->Get(specs->front(), req->arch());
+    k = d_->compiler->Get(specs->front(), req->arch(), [ctx] { return ctx->IsCancelled(); });
     if (!k.ok()) return ToGrpc(k.status());
     d_->AddCompiled(*k);
   }

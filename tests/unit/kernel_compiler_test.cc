@@ -197,6 +197,42 @@ TEST_F(KernelCompilerTest, GetAllWithoutKeepingReportsEachKernelAndHoldsNone) {
   }
 }
 
+TEST_F(KernelCompilerTest, GetAllStartsNoItemOnceTheCallerStops) {
+  // A daemon's Compile whose client has cancelled or left: the items not yet started are dropped
+  // (CANCELLED, no progress call) instead of compiled for nobody.
+  KernelCompiler compiler(nullptr, 1);  // one compile at a time, on the caller's thread
+  const std::vector<Specialization> specs = {Spec(32, 1.f), Spec(64, 1.f), Spec(96, 1.f)};
+  std::atomic<bool> stopped{false};
+  int progress_calls = 0;
+  auto results = compiler.GetAll(specs, {"sm_90", "sm_120"}, [&](int, int, const CompiledKernel* k, const Status& s) {
+    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_NE(k, nullptr);
+    ++progress_calls;
+    stopped = true;  // the client goes after the first kernel
+  }, /*keep_results=*/true, [&] { return stopped.load(); });
+  EXPECT_EQ(progress_calls, 1);
+  ASSERT_EQ(results.size(), 6u);
+  EXPECT_TRUE(results[0].ok()) << results[0].status();
+  for (size_t i = 1; i < results.size(); ++i) {
+    ASSERT_FALSE(results[i].ok());
+    EXPECT_EQ(results[i].status().code(), absl::StatusCode::kCancelled) << results[i].status();
+  }
+  EXPECT_EQ(compiler.peak_parallel(), 1);
+}
+
+TEST_F(KernelCompilerTest, GetGivesUpWaitingForACompileOnceTheCallerStops) {
+  // The caller stops after Get's first look (while it would wait for a free compile): nothing is
+  // compiled, and the answer says why.
+  KernelCompiler compiler(nullptr, 1);
+  int looks = 0;
+  auto r = compiler.Get(Spec(32, 1.f), "sm_90", [&] { return ++looks > 1; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  EXPECT_NE(r.status().message().find("stopped waiting"), std::string_view::npos) << r.status();
+  EXPECT_GE(looks, 2);
+  EXPECT_EQ(compiler.peak_parallel(), 0);  // no NVRTC compile ran
+}
+
 TEST_F(KernelCompilerTest, GetAllKeepsOrderAndReportsProgress) {
   KernelCompiler compiler(nullptr, 2);
   EXPECT_EQ(compiler.max_parallel(), 2);
