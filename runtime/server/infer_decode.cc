@@ -4,6 +4,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -82,6 +83,12 @@ std::string Pack(const Repeated& values) {
   return out;
 }
 
+bool HasContents(const inference::InferTensorContents& c) {
+  return c.bool_contents_size() || c.int_contents_size() || c.int64_contents_size() ||
+         c.uint_contents_size() || c.uint64_contents_size() || c.fp32_contents_size() ||
+         c.fp64_contents_size() || c.bytes_contents_size();
+}
+
 // Typed contents -> raw little-endian bytes of the tensor's datatype. The count of values is checked
 // against the shape first, so that no copy is made of contents that do not fit it (a zero varint is
 // one byte on the wire and eight in an INT64 copy).
@@ -89,28 +96,38 @@ StatusOr<std::string> ContentsBytes(const inference::ModelInferRequest::InferInp
   const auto& c = in.contents();
   const std::string& dt = in.datatype();
   const std::span<const int64_t> shape(in.shape().data(), static_cast<size_t>(in.shape().size()));
-  const auto packed = [&](const auto& values, auto type) -> StatusOr<std::string> {
+  const auto packed = [&](const auto& values, auto type, const char* field) -> StatusOr<std::string> {
+    if (values.size() == 0 && HasContents(c) && kernels::ShapeElements(shape) > 0) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", ClientText(in.name()), "': datatype ", ClientText(dt),
+                                                     " travels in contents.", field,
+                                                     "; its values were given in another field"));
+    }
     if (kernels::ShapeElements(shape) != static_cast<uint64_t>(values.size())) {
       return absl::InvalidArgumentError(absl::StrCat("tensor '", ClientText(in.name()), "': ", values.size(),
                                                      " typed contents values for shape ", kernels::ShapeText(shape),
                                                      " of datatype ", ClientText(dt), "; send one value per element"));
     }
-    return Pack<decltype(type)>(values);
+    using T = decltype(type);
+    using V = std::decay_t<decltype(values.Get(0))>;
+    if constexpr (std::is_same_v<T, uint8_t> && !std::is_same_v<V, bool>) {  // 32-bit values: none cut silently
+      for (int i = 0; i < values.size(); ++i) {
+        if (values.Get(i) > 0xff) {
+          return absl::InvalidArgumentError(absl::StrCat("tensor '", ClientText(in.name()), "': value ",
+                                                         values.Get(i), " at element ", i, " does not fit ",
+                                                         ClientText(dt), " (0..255)"));
+        }
+      }
+    }
+    return Pack<T>(values);
   };
-  if (dt == "BOOL") return packed(c.bool_contents(), uint8_t{});
-  if (dt == "UINT8") return packed(c.uint_contents(), uint8_t{});
-  if (dt == "INT32") return packed(c.int_contents(), int32_t{});
-  if (dt == "UINT32") return packed(c.uint_contents(), uint32_t{});
-  if (dt == "INT64") return packed(c.int64_contents(), int64_t{});
-  if (dt == "FP32") return packed(c.fp32_contents(), float{});
+  if (dt == "BOOL") return packed(c.bool_contents(), uint8_t{}, "bool_contents");
+  if (dt == "UINT8") return packed(c.uint_contents(), uint8_t{}, "uint_contents");
+  if (dt == "INT32") return packed(c.int_contents(), int32_t{}, "int_contents");
+  if (dt == "UINT32") return packed(c.uint_contents(), uint32_t{}, "uint_contents");
+  if (dt == "INT64") return packed(c.int64_contents(), int64_t{}, "int64_contents");
+  if (dt == "FP32") return packed(c.fp32_contents(), float{}, "fp32_contents");
   return absl::InvalidArgumentError(absl::StrCat("tensor '", ClientText(in.name()), "': datatype ", ClientText(dt),
                                                  " cannot travel as typed contents; send it raw"));
-}
-
-bool HasContents(const inference::InferTensorContents& c) {
-  return c.bool_contents_size() || c.int_contents_size() || c.int64_contents_size() ||
-         c.uint_contents_size() || c.uint64_contents_size() || c.fp32_contents_size() ||
-         c.fp64_contents_size() || c.bytes_contents_size();
 }
 
 // Each schema tensor appears at most once, so a request with more tensors than the schema names a

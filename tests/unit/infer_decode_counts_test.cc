@@ -119,6 +119,36 @@ TEST(InferDecodeCounts, TypedContentsMustFitTheShapeBeforeTheyAreCopied) {
   EXPECT_LT(s.message().size(), 300u) << s.message().substr(0, 300);
 }
 
+TEST(InferDecodeCounts, TypedContentsInAnotherFieldOrPastTheirDatatypeAreRefused) {
+  // INT64 values sent in int_contents: said so, not "0 typed contents values".
+  Req r = WithTypedIndices(0);
+  for (int i = 0; i < 3; ++i) r.mutable_inputs(5)->mutable_contents()->add_int_contents(i);
+  DecodedInfer out;
+  Status s = DecodeInferRequest(r, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find("datatype INT64 travels in contents.int64_contents"), std::string::npos)
+      << s;
+  // UINT8 travels in uint_contents, 32 bits a value: 300 was stored as 44.
+  for (const uint32_t bad : {256u, 300u, 0xffffffffu}) {
+    r = WithTypedIndices(0);
+    r.mutable_inputs(5)->set_datatype("UINT8");
+    for (const uint32_t v : {7u, bad, 255u}) r.mutable_inputs(5)->mutable_contents()->add_uint_contents(v);
+    DecodedInfer refused;
+    s = DecodeInferRequest(r, &refused);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(std::string(s.message()).find(absl::StrCat("value ", bad, " at element 1 does not fit UINT8")),
+              std::string::npos)
+        << s;
+  }
+  r = WithTypedIndices(0);
+  r.mutable_inputs(5)->set_datatype("UINT8");
+  for (const uint32_t v : {0u, 128u, 255u}) r.mutable_inputs(5)->mutable_contents()->add_uint_contents(v);
+  DecodedInfer fits;
+  ASSERT_TRUE(DecodeInferRequest(r, &fits).ok());
+  ASSERT_EQ(fits.request.inputs[5].desc.byte_size, 3u);
+  EXPECT_EQ(std::memcmp(fits.request.inputs[5].host, "\x00\x80\xff", 3), 0);
+}
+
 TEST(InferDecodeCounts, AsManyTensorsAsTheSchemaStillDecode) {
   Req r = ValidRequest();
   r.add_outputs()->set_name("lse");  // o and lse: the whole output schema

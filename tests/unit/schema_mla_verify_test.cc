@@ -123,6 +123,13 @@ TEST(MlaVerifySchema, EachBadInputNamesItsTensor) {
       {"sm_scale", [](Case& c) { c.scalars.sm_scale = std::numeric_limits<double>::infinity(); }},
       {"k_scale", [](Case& c) { c.scalars.k_scale = 0; }},
       {"v_scale", [](Case& c) { c.scalars.v_scale = -1; }},
+      // Positive doubles that fp32 holds as 0 or as a denormal (which the kernels flush to 0).
+      {"sm_scale", [](Case& c) { c.scalars.sm_scale = 1e-320; }},
+      {"k_scale", [](Case& c) { c.scalars.k_scale = 1e-50; }},
+      {"v_scale", [](Case& c) { c.scalars.v_scale = 1e-39; }},
+      // Normal scales whose product, the kernels' fp32 score scale, is not.
+      {"k_scale", [](Case& c) { c.scalars.sm_scale = 1e30, c.scalars.k_scale = 1e30; }},
+      {"k_scale", [](Case& c) { c.scalars.sm_scale = 1e-30, c.scalars.k_scale = 1e-10; }},
   };
   for (size_t i = 0; i < mutations.size(); ++i) {
     SCOPED_TRACE(absl::StrCat("mutation ", i, " on ", mutations[i].tensor));

@@ -116,12 +116,33 @@ Status KvType(const TensorDesc& kv, const MlaVerifyScalars& s, MlaVerifyProblem*
   return absl::OkStatus();
 }
 
+// A scale is a positive normal float: the kernels take it in fp32, where a value below FLT_MIN would
+// be 0 or a denormal (flushed to 0), and every score or value it multiplies with it.
+bool NormalFloat(double x) {
+  return std::isfinite(x) && x >= std::numeric_limits<float>::min() && x <= std::numeric_limits<float>::max();
+}
+
 Status Scale(const char* name, std::optional<double> v, double dflt, float* out) {
   const double x = v.value_or(dflt);
-  if (!std::isfinite(x) || x <= 0 || x > std::numeric_limits<float>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat("parameter '", name, "' must be a positive finite float, got ", x));
+  if (!NormalFloat(x)) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", name, "' must be a positive finite float of at ",
+                                                   "least ", std::numeric_limits<float>::min(), ", got ", x));
   }
   *out = static_cast<float>(x);
+  return absl::OkStatus();
+}
+
+// The kernels' score scales, sm_scale * k_scale * log2(e) (the prefix's) and sm_scale * log2(e) (the
+// draft tree's), in fp32 too: each scale may be a normal float while the product is not.
+Status ScaleProducts(const MlaVerifyProblem& p) {
+  constexpr double kLog2e = 1.4426950408889634;
+  const double prefix = static_cast<double>(p.sm_scale) * p.k_scale * kLog2e;
+  const double tree = static_cast<double>(p.sm_scale) * kLog2e;
+  if (!NormalFloat(prefix) || !NormalFloat(tree)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parameters 'sm_scale' (", p.sm_scale, ") and 'k_scale' (", p.k_scale,
+        "): the kernels' score scales sm_scale * k_scale * log2(e) and sm_scale * log2(e) must be normal fp32 floats"));
+  }
   return absl::OkStatus();
 }
 
@@ -344,6 +365,7 @@ StatusOr<MlaVerifyProblem> CheckMlaVerifyShapes(std::span<const TensorDesc> inpu
   KJIT_RETURN_IF_ERROR(Scale("sm_scale", scalars.sm_scale, 0, &p.sm_scale));
   KJIT_RETURN_IF_ERROR(Scale("k_scale", scalars.k_scale, 1.0, &p.k_scale));
   KJIT_RETURN_IF_ERROR(Scale("v_scale", scalars.v_scale, 1.0, &p.v_scale));
+  KJIT_RETURN_IF_ERROR(ScaleProducts(p));
   KJIT_RETURN_IF_ERROR(KvType(kv, scalars, &p));
   p.is_causal = scalars.is_causal.value_or(true);
   p.qo_indptr_64 = qo.datatype == "INT64";
