@@ -74,6 +74,15 @@ grpc::Status InferenceService::RepositoryModelUnload(grpc::ServerContext* ctx,
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "kjitd has no model repository: its models are always loaded");
 }
 
+grpc::Status InferenceService::ModelStreamInfer(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>*) {
+  KJIT_CHECK_TOKEN(*ctx, d_->tcp_token);
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      "kjitd does not serve ModelStreamInfer (streaming): send each request with ModelInfer (its "
+                      "asynchronous launches, kjit_signal_event, reply once queued), or through a launch ring");
+}
+
 grpc::Status InferenceService::CheckToken(const grpc::ServerContext& ctx) const {
   return server::CheckToken(ctx, d_->tcp_token);
 }

@@ -78,6 +78,10 @@ class InferenceService final : public InferenceServiceBase {
                                    inference::RepositoryModelLoadResponse*) override;
   grpc::Status RepositoryModelUnload(grpc::ServerContext*, const inference::RepositoryModelUnloadRequest*,
                                      inference::RepositoryModelUnloadResponse*) override;
+  // Not served: answered UNIMPLEMENTED with what to use instead, without reading a message.
+  grpc::Status ModelStreamInfer(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>*) override;
 
   grpc::Status SystemSharedMemoryStatus(grpc::ServerContext*,
                                         const inference::SystemSharedMemoryStatusRequest*,

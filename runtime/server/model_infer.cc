@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/common/log.h"
+#include "runtime/kernels/registry.h"
 #include "runtime/server/fault_inject.h"
 #include "runtime/server/grpc_status.h"
 #include "runtime/server/infer_decode.h"
@@ -112,13 +113,19 @@ grpc::Status InferenceService::InferBytes(const grpc::ServerContext& ctx, const 
     cache.Done(0);
     return ToGrpc(parsed.status());
   }
-  if (t_queue_thread && WaitsOnHost(**parsed)) {
+  // Refused here, before the launcher, which would wait for the event on this thread. A request for a
+  // model kjitd lacks goes on to the launcher, which answers that at once, without waiting.
+  if (t_queue_thread && WaitsOnHost(**parsed) && kernels::FindFamily((*parsed)->model_name()).ok()) {
+    const size_t size = req.Length();
     cache.Done(0);
-    return ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
-        "kjitd cannot wait for this launch's kjit_wait_event now: every thread for such waits is taken (64, of "
-        "which one user may hold 48), or the request is past ", RequestCache::kKeepBytes,
-        " bytes (tensors inline: put them in shared memory regions); retry, or launch asynchronously "
-        "(kjit_signal_event)")));
+    return ToGrpc(absl::ResourceExhaustedError(
+        size > RequestCache::kKeepBytes
+            ? absl::StrCat("a synchronous launch with a kjit_wait_event is refused past ", RequestCache::kKeepBytes,
+                           " bytes of request (this one: ", size,
+                           "): put its tensors in shared memory regions, or launch asynchronously (kjit_signal_event)")
+            : std::string("kjitd cannot wait for this launch's kjit_wait_event now: every thread for such waits is "
+                          "taken (64, of which one user may hold 48); retry later, or launch asynchronously "
+                          "(kjit_signal_event)")));
   }
   inference::ModelInferResponse* out = cache.response();
   const Status s = Infer(**parsed, *session, out);

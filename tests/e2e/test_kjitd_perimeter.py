@@ -380,6 +380,7 @@ class TokenTest(unittest.TestCase):
                 self.assertNotIn(code, (g.UNKNOWN, g.INTERNAL, g.UNAVAILABLE), (method.name, message))
                 if method.name in unimplemented:
                     self.assertEqual(code, g.UNIMPLEMENTED, (method.name, message))
+                    self.assertIn("kjitd", message, method.name)  # says what to use instead
                 else:
                     self.assertNotEqual(code, g.UNIMPLEMENTED, (method.name, message))
         self.assertGreaterEqual(called, 30)
