@@ -1,5 +1,7 @@
 #include "runtime/server/flags.h"
 
+#include <algorithm>
+
 #include <arpa/inet.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -93,6 +95,7 @@ std::string Usage() {
          "             [--launch-timeout-ms N]\n"
          "             [--allow-tcp-system-shm] [--max-request-bytes N] [--max-regions N] [--max-sessions N]\n"
          "             [--max-rings N] [--max-system-shm-bytes N] [--max-staging-bytes N]\n"
+         "             [--max-grpc-memory-bytes N]\n"
          "             [--token-file PATH] [--reflection auto|on|off]\n"
          "             [--enable-fault-injection] [--help]\n"
          "  --socket     Unix socket (default " + DefaultSocketPath() + ")\n"
@@ -129,6 +132,11 @@ std::string Usage() {
          "               outputs' capacities) that kjitd stages through page-locked host memory and the\n"
          "               GPU (default 8589934592; more is RESOURCE_EXHAUSTED: put large tensors in CUDA\n"
          "               shared memory)\n"
+         "  --max-grpc-memory-bytes  memory gRPC may hold for every client's calls together (requests\n"
+         "               being received and parsed, answers being sent; default the larger of 2 GiB and\n"
+         "               4 x --max-request-bytes, at least --max-request-bytes). Past it gRPC refuses\n"
+         "               calls, RESOURCE_EXHAUSTED, and may close a connection: many large requests with\n"
+         "               tensors inline at once no longer take kjitd's memory without bound\n"
          "  --token-file  every call over TCP must carry this file's token as gRPC metadata kjit-token\n"
          "               (clients: KJIT_TOKEN_FILE); the file must be readable by its owner only (chmod 600),\n"
          "               one line of at least 16 characters. The Unix socket needs no token, and the health\n"
@@ -164,7 +172,8 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
     if (arg != "--socket" && arg != "--listen" && arg != "--metrics-listen" && arg != "--cache-dir" && arg != "--arch" &&
         arg != "--log-level" && arg != "--ring-spin-us" && arg != "--launch-timeout-ms" && arg != "--max-request-bytes" &&
         arg != "--max-regions" && arg != "--max-sessions" && arg != "--max-rings" && arg != "--token-file" &&
-        arg != "--max-system-shm-bytes" && arg != "--max-staging-bytes" && arg != "--reflection") {
+        arg != "--max-system-shm-bytes" && arg != "--max-staging-bytes" && arg != "--reflection" &&
+        arg != "--max-grpc-memory-bytes") {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag '", argv[i], "'\n", Usage()));
     }
     if (!has_value) {
@@ -209,6 +218,9 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
     if (arg == "--max-staging-bytes") {
       KJIT_RETURN_IF_ERROR(Count(arg, value, 4096, int64_t{1} << 46, &f.max_staging_bytes));
     }
+    if (arg == "--max-grpc-memory-bytes") {
+      KJIT_RETURN_IF_ERROR(Count(arg, value, int64_t{64} << 20, int64_t{1} << 46, &f.max_grpc_memory_bytes));
+    }
     if (arg == "--arch") {
       for (absl::string_view piece : absl::StrSplit(value, ',', absl::SkipEmpty())) {
         const std::string a(piece);
@@ -220,7 +232,17 @@ StatusOr<Flags> ParseFlags(int argc, char** argv) {
     }
   }
   if (f.socket.empty()) f.socket = DefaultSocketPath();
+  if (f.max_grpc_memory_bytes != 0 && f.max_grpc_memory_bytes < f.max_request_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-grpc-memory-bytes ", f.max_grpc_memory_bytes,
+                                                   " is below --max-request-bytes ", f.max_request_bytes,
+                                                   ": a request of the largest size would not fit"));
+  }
   return f;
+}
+
+int64_t GrpcMemoryBytes(const Flags& f) {
+  if (f.max_grpc_memory_bytes != 0) return f.max_grpc_memory_bytes;
+  return std::max<int64_t>(int64_t{2} << 30, 4 * f.max_request_bytes);
 }
 
 std::string DefaultSocketPath() {

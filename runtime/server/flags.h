@@ -30,6 +30,9 @@ struct Flags {
   int64_t max_system_shm_bytes = int64_t{64} << 30;  // system shared memory registered at once
   // Bytes a synchronous launch stages on the host and the GPU (launch::Launcher::SetMaxStagingBytes).
   int64_t max_staging_bytes = int64_t{8} << 30;
+  // Memory gRPC may hold for every client's calls together (requests being received, parsed and
+  // answered): its ResourceQuota. 0: GrpcMemoryBytes' default.
+  int64_t max_grpc_memory_bytes = 0;
   // A file holding a shared token that every call over TCP must carry (metadata kjit-token); ""
   // -> none. The Unix socket and the health service need no token (token.h).
   std::string token_file;
@@ -40,6 +43,10 @@ struct Flags {
   bool enable_fault_injection = false;
   bool help = false;
 };
+
+// --max-grpc-memory-bytes, or by default max(2 GiB, 4 x --max-request-bytes): a few requests of the
+// largest size at once, and not a few hundred (each connection may have one in flight).
+int64_t GrpcMemoryBytes(const Flags& f);
 
 // InvalidArgument with a usage hint on a bad flag.
 StatusOr<Flags> ParseFlags(int argc, char** argv);

@@ -427,6 +427,85 @@ class LimitsTest(unittest.TestCase):
         finally:
             self.assertEqual(d.stop(), 0)
 
+    def test_a_cancelled_compile_compiles_no_more(self):
+        # A Compile whose client cancelled (or left) went on compiling every item it named, on every
+        # core, for nobody, and kjitd's SIGTERM waited for all of it (minutes for a catalog). Now the
+        # items not yet started are dropped: after the cancel at most the compiles then running finish.
+        grpc, _, _, pb, pbg, kpb, kpbg = stubs()
+        d = Daemon().wait_ready()
+        try:
+            kernels = kpbg.KernelServiceStub(d.channel)
+            archs = ["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"]
+            call = kernels.Compile(kpb.CompileRequest(family="mla_verify_naive", archs=archs), timeout=600)
+            first = next(call)
+            total = first.total
+            self.assertGreaterEqual(total, 12)
+            call.cancel()
+
+            def compiles():
+                return kernels.CacheStats(kpb.CacheStatsRequest(), timeout=30).compiles
+            at_cancel = compiles()
+            # Settled: no new compile for 3 s (each takes about a second here).
+            last, since, deadline = at_cancel, time.time(), time.time() + 120
+            while time.time() - since < 3 and time.time() < deadline:
+                time.sleep(0.25)
+                now = compiles()
+                if now != last:
+                    last, since = now, time.time()
+            self.assertLess(time.time(), deadline, "compiles went on for two minutes after the cancel")
+            running = os.cpu_count() or 1  # the compiles that may have been running at the cancel
+            self.assertLessEqual(last - at_cancel, running,
+                                 f"{last - at_cancel} compiles after the cancel, of {total} named")
+            self.assertLess(last, total)
+        finally:
+            t0 = time.time()
+            self.assertEqual(d.stop(), 0)  # within 30 s, or it raises
+            self.assertLess(time.time() - t0, 20, "kjitd's stop waited for compiles")
+
+    def test_large_requests_at_once_hold_at_most_the_grpc_memory_bound(self):
+        # gRPC buffers each request whole before its handler runs, so connections sending large
+        # requests at once held gigabytes between them (100 of 120 MiB: 5.5 GB). Its memory quota
+        # (--max-grpc-memory-bytes) bounds that: past it calls are refused, RESOURCE_EXHAUSTED (or
+        # a connection is closed, UNAVAILABLE), and kjitd serves on. MEMORY=1 runs it with no bound.
+        grpc, _, _, pb, pbg, kpb, kpbg = stubs()
+        bound = (1 << 40) if os.environ.get("MEMORY") == "1" else 256 << 20
+        d = Daemon(["--max-grpc-memory-bytes", str(bound)]).wait_ready()
+        channels = []
+        try:
+            req = make_infer_request(pb)
+            req.raw_input_contents[0] = bytes(48 << 20)  # q oversized: INVALID_ARGUMENT when parsed
+            body = req.SerializeToString()
+            calls = 24  # 1152 MiB in flight at once
+            channels = [grpc.insecure_channel(d.target, options=OPTIONS + [("grpc.use_local_subchannel_pool", 1)])
+                        for _ in range(calls)]
+            before = d.peak_kib() / 1024
+            codes, lock = [], threading.Lock()
+
+            def one(ch):
+                try:
+                    ch.unary_unary("/inference.GRPCInferenceService/ModelInfer")(body, timeout=120)
+                    code = grpc.StatusCode.OK
+                except grpc.RpcError as e:
+                    code = e.code()
+                with lock:
+                    codes.append(code)
+            threads = [threading.Thread(target=one, args=(ch,)) for ch in channels]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            grown = d.peak_kib() / 1024 - before
+            allowed = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE}
+            self.assertTrue(set(codes) <= allowed, codes)
+            self.assertIn(grpc.StatusCode.INVALID_ARGUMENT, codes)  # some were received and checked
+            # 395-400 MiB with the bound on this box, 625-750 without it
+            self.assertLess(grown, 576, f"kjitd's peak grew {grown:.0f} MiB for a bound of 256")
+            self.assertTrue(pbg.GRPCInferenceServiceStub(d.channel).ServerLive(pb.ServerLiveRequest(), timeout=10).live)
+        finally:
+            for ch in channels:
+                ch.close()
+            self.assertEqual(d.stop(), 0)
+
     def test_a_launch_that_would_wait_on_the_queue_thread_is_refused(self):
         # A synchronous launch with a kjit_wait_event waits on the host for up to --launch-timeout-ms.
         # Past 1 MiB (tensors inline) it is not given a thread of its own, and waited on the thread
@@ -447,7 +526,14 @@ class LimitsTest(unittest.TestCase):
                     infer.ModelInfer(req, timeout=30)
                 if big:
                     self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, ctx.exception.details())
-                    self.assertIn("kjit_wait_event", ctx.exception.details())
+                    self.assertIn("kjit_wait_event is refused past 1048576 bytes", ctx.exception.details())
+                    self.assertNotIn("retry", ctx.exception.details())  # a retry would be refused the same way
+                    # A model kjitd lacks is said so, not hidden behind the refusal.
+                    req.model_name = "no_such_model"
+                    with self.assertRaises(grpc.RpcError) as unknown:
+                        infer.ModelInfer(req, timeout=30)
+                    self.assertNotEqual(unknown.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+                    self.assertIn("no_such_model", unknown.exception.details())
                 else:
                     self.assertNotEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED,
                                         ctx.exception.details())

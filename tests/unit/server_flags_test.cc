@@ -71,6 +71,23 @@ TEST(Flags, MaxSystemShmBytes) {
   EXPECT_NE(Usage().find("--max-system-shm-bytes"), std::string::npos);
 }
 
+TEST(Flags, MaxGrpcMemoryBytes) {
+  // By default a few requests of the largest size, at least 2 GiB.
+  EXPECT_EQ(GrpcMemoryBytes(*Parse({})), int64_t{2} << 30);
+  EXPECT_EQ(GrpcMemoryBytes(*Parse({"--max-request-bytes=1073741824"})), int64_t{4} << 30);
+  auto f = Parse({"--max-grpc-memory-bytes", "268435456"});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(GrpcMemoryBytes(*f), int64_t{256} << 20);
+  for (const char* bad : {"0", "67108863", "-1", "1e9", "70368744177665"}) {
+    EXPECT_EQ(Parse({"--max-grpc-memory-bytes", bad}).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  // Below the largest request: one such request could never be received.
+  const auto below = Parse({"--max-grpc-memory-bytes=100000000", "--max-request-bytes=134217728"});
+  EXPECT_EQ(below.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(below.status().message().find("--max-request-bytes"), std::string::npos) << below.status();
+  EXPECT_NE(Usage().find("--max-grpc-memory-bytes"), std::string::npos);
+}
+
 TEST(Flags, DefaultSocketPathFollowsXdgRuntimeDir) {
   const char* old = getenv("XDG_RUNTIME_DIR");
   const std::string saved = old ? old : "";
