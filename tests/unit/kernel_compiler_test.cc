@@ -221,8 +221,8 @@ TEST_F(KernelCompilerTest, GetAllStartsNoItemOnceTheCallerStops) {
 }
 
 TEST_F(KernelCompilerTest, GetGivesUpWaitingForACompileOnceTheCallerStops) {
-  // The caller stops after Get's first look (while it would wait for a free compile): nothing is
-  // compiled, and the answer says why.
+  // The caller stops after Get's first look: the look once a compile is free (the one a waiting
+  // caller makes every 50 ms too) catches it, nothing is compiled, and the answer says why.
   KernelCompiler compiler(nullptr, 1);
   int looks = 0;
   auto r = compiler.Get(Spec(32, 1.f), "sm_90", [&] { return ++looks > 1; });
