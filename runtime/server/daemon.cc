@@ -75,7 +75,8 @@ ipc::DeviceResolver DeviceResolverOf(Daemon* d, const grpc::ServerContext& ctx, 
   };
 }
 
-Status StartDaemon(Daemon* d, const StatusOr<std::vector<driver::DeviceInfo>>& devices) {
+Status StartDaemon(Daemon* d, const StatusOr<std::vector<driver::DeviceInfo>>& devices,
+                   const kernels::KernelCompiler::StopFn& stop) {
   cache::Options copts;
   copts.dir = d->flags.cache_dir;
   d->cache = cache::CubinCache::Open(copts);
@@ -115,7 +116,11 @@ Status StartDaemon(Daemon* d, const StatusOr<std::vector<driver::DeviceInfo>>& d
             if (tty) fprintf(stderr, "\r\033[K");
             Log(s.ok() ? LogLevel::kInfo : LogLevel::kError, line);
           }
-        });
+        },
+        /*keep_results=*/true, stop);
+    if (stop && stop()) {
+      return absl::CancelledError("stopped during startup: the catalog's compiles not yet started were dropped");
+    }
     for (size_t i = 0; i < results.size(); ++i) {
       if (results[i].ok()) d->AddCompiled(*results[i]);
     }

@@ -62,6 +62,9 @@ ipc::DeviceResolver DeviceResolverOf(Daemon* d, const grpc::ServerContext& ctx, 
 // catalog for every distinct arch (+ --arch extras) with a progress line on stderr, loads modules
 // per device. Compile failures are reported and fatal only when a device ends up without its
 // kernels.
-Status StartDaemon(Daemon* d, const StatusOr<std::vector<driver::DeviceInfo>>& devices);
+// `stop` (may be empty) is asked between the catalog's compiles: once it says so, the compiles not
+// yet started are dropped and StartDaemon returns CANCELLED.
+Status StartDaemon(Daemon* d, const StatusOr<std::vector<driver::DeviceInfo>>& devices,
+                   const kernels::KernelCompiler::StopFn& stop = {});
 
 }  // namespace kjit::server

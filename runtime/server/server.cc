@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -241,10 +242,30 @@ Status RunDaemon(const Flags& flags) {
   Log(LogLevel::kInfo, absl::StrCat("listening on unix://", flags.socket, flags.listen.empty() ? "" : tcp));
 
   // Startup (compile and load) happens while already answering health, so supervisors can watch.
-  if (Status s = StartDaemon(&d, gpus); !s.ok()) {
+  // The stop signals stay blocked until WaitForStop, so the compiles look for one themselves: a cold
+  // cache's catalog takes minutes, and a supervisor's SIGTERM used to wait for all of it.
+  std::atomic<int> startup_signal{0};
+  auto stop_requested = [&stop, &startup_signal] {  // from the compile threads, between compiles
+    if (startup_signal.load() != 0) return true;
+    siginfo_t info;
+    const timespec now{0, 0};
+    for (int sig; (sig = sigtimedwait(&stop, &info, &now)) > 0;) {
+      if (sig == SIGINT || sig == SIGTERM) {
+        startup_signal = sig;
+        return true;
+      }
+      Log(LogLevel::kInfo, absl::StrCat("signal ", sig, " during startup: ignored"));
+    }
+    return false;
+  };
+  if (Status s = StartDaemon(&d, gpus, stop_requested); !s.ok()) {
     health.Shutdown();
     StopServing(*unix_listener, *server, queues, std::chrono::seconds(1), d);
     unlink(flags.socket.c_str());
+    if (startup_signal.load() != 0) {
+      Log(LogLevel::kInfo, absl::StrCat("signal ", startup_signal.load(), " during startup: stopped"));
+      return absl::OkStatus();
+    }
     return s;
   }
   health.SetServing(true);

@@ -2,8 +2,8 @@
 """kjitd from a Python gRPC client (python3-grpcio + the generated stubs), the way SGLang workers
 and tritonclient talk to it: reflection, health, metadata, system shared memory created by Python,
 ModelInfer error codes, a launch ring driven by client/python/kjit (no compiled code), messages from
-the build's descriptor set (kjit.descriptors, no generated modules), TCP when asked, and a client
-killed with SIGKILL releasing its session. The perimeter and the limits: test_kjitd_perimeter.py.
+the build's descriptor set (kjit.descriptors, no generated modules), TCP when asked, a client
+killed with SIGKILL releasing its session, and a stop during startup. The perimeter and the limits: test_kjitd_perimeter.py.
 
 usage: test_kjitd.py --kjitd PATH --stubs DIR --descriptors FILE
 """
@@ -273,6 +273,21 @@ class TcpTest(unittest.TestCase):
             ch.close()
         finally:
             self.assertEqual(d.stop(), 0)
+
+
+class StartupTest(unittest.TestCase):
+    def test_a_stop_during_startup_drops_the_compiles_left(self):
+        # A cold cache's catalog for six archs: 132 compiles, minutes on two cores. The stop signals
+        # stay blocked until startup ends, so a supervisor's SIGTERM used to wait for all of them;
+        # now the compiles look for it, and only those then running finish.
+        grpc, _, _, pb, pbg, _, _ = stubs()
+        d = Daemon(["--arch", "sm_80,sm_86,sm_89,sm_90,sm_100,sm_120"])  # serving health, compiling
+        infer = pbg.GRPCInferenceServiceStub(d.channel)
+        self.assertFalse(infer.ServerReady(pb.ServerReadyRequest(), timeout=10).ready)
+        time.sleep(1)
+        t0 = time.time()
+        self.assertEqual(d.stop(), 0)  # exit status 0: a stop asked for, not a failed startup
+        self.assertLess(time.time() - t0, 20, "kjitd's stop waited for the catalog's compiles")
 
 
 if __name__ == "__main__":
