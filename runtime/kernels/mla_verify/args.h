@@ -65,6 +65,17 @@ struct MlaVerifyProblem {
   int64_t o_stride_n = 0, o_stride_h = kMlaVDim;
 };
 
+// The kernels' score scales in log2 units, as the launch computes them in fp32 (MlaVerifyParams'
+// prefix_scale_log2 and tree_scale_log2): the schema checks these very values.
+struct MlaVerifyScoreScales {
+  float prefix_log2;  // sm_scale * k_scale * log2(e)
+  float tree_log2;    // sm_scale * log2(e)
+};
+inline MlaVerifyScoreScales ScoreScalesLog2(const MlaVerifyProblem& p) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  return {p.sm_scale * p.k_scale * kLog2e, p.sm_scale * kLog2e};
+}
+
 // Knobs of tests and benchmarks (production plans never set them): a tile other than the device's
 // own (mla::TileId, on any device with the shared memory), a fixed number of prefix chunks, and the
 // emulating kernel for fp8 numerics.

@@ -56,7 +56,6 @@ Status Launch(const driver::Api& api, CUfunction f, const KernelGeometry& g, CUs
 mla::MlaVerifyParams MakeParams(const MlaVerifyPlan& plan, const MlaVerifyProblem& p, const MlaVerifyBuffers& b,
                                 const MlaVerifyWorkspaceLayout& ws, CUdeviceptr error_word, size_t split_ctas,
                                 unsigned rows_cap) {
-  constexpr float kLog2e = 1.4426950408889634f;
   mla::MlaVerifyParams params{};
   params.q = As<const unsigned short>(b.q);
   params.k_extend = As<const unsigned short>(b.k_extend);
@@ -95,8 +94,9 @@ mla::MlaVerifyParams MakeParams(const MlaVerifyPlan& plan, const MlaVerifyProble
   const bool fp8_round = p.kv_dtype == KvDtype::kFp8E4m3 && p.fp8_numerics == Fp8Numerics::kFp8;
   params.flags = (p.is_causal ? mla::kCausalBit : 0) | (fp8_round ? mla::kFp8RoundBit : 0) |
                  (plan.half_tiles ? mla::kHalfTileBit : 0);
-  params.prefix_scale_log2 = p.sm_scale * p.k_scale * kLog2e;
-  params.tree_scale_log2 = p.sm_scale * kLog2e;
+  const MlaVerifyScoreScales scales = ScoreScalesLog2(p);
+  params.prefix_scale_log2 = scales.prefix_log2;
+  params.tree_scale_log2 = scales.tree_log2;
   params.v_scale = p.v_scale;
   return params;
 }

@@ -132,13 +132,11 @@ Status Scale(const char* name, std::optional<double> v, double dflt, float* out)
   return absl::OkStatus();
 }
 
-// The kernels' score scales, sm_scale * k_scale * log2(e) (the prefix's) and sm_scale * log2(e) (the
-// draft tree's), in fp32 too: each scale may be a normal float while the product is not.
+// The kernels' score scales (ScoreScalesLog2, fp32 as launched): each scale may be a normal float
+// while a product is not.
 Status ScaleProducts(const MlaVerifyProblem& p) {
-  constexpr double kLog2e = 1.4426950408889634;
-  const double prefix = static_cast<double>(p.sm_scale) * p.k_scale * kLog2e;
-  const double tree = static_cast<double>(p.sm_scale) * kLog2e;
-  if (!NormalFloat(prefix) || !NormalFloat(tree)) {
+  const MlaVerifyScoreScales s = ScoreScalesLog2(p);
+  if (!NormalFloat(s.prefix_log2) || !NormalFloat(s.tree_log2)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "parameters 'sm_scale' (", p.sm_scale, ") and 'k_scale' (", p.k_scale,
         "): the kernels' score scales sm_scale * k_scale * log2(e) and sm_scale * log2(e) must be normal fp32 floats"));
