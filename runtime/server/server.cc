@@ -8,8 +8,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -62,17 +62,23 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
 
 // Takes the blocked signals until SIGINT or SIGTERM (returned): SIGUSR1 logs the daemon's state,
 // SIGHUP and SIGUSR2 are logged and ignored.
+// Whether `sig` (one of the blocked set) asks kjitd to stop; the others are answered here.
+bool IsStop(int sig, Daemon& d) {
+  if (sig == SIGINT || sig == SIGTERM) return true;
+  if (sig == SIGUSR1) {
+    Log(LogLevel::kInfo, absl::StrCat("SIGUSR1: ", DescribeState(d)));
+  } else {
+    Log(LogLevel::kInfo, absl::StrCat(sig == SIGHUP ? "SIGHUP" : "SIGUSR2",
+                                      ": ignored (kjitd logs to stderr and has no configuration to reload)"));
+  }
+  return false;
+}
+
 int WaitForStop(const sigset_t& signals, Daemon& d) {
   for (;;) {
     int sig = 0;
     sigwait(&signals, &sig);
-    if (sig == SIGINT || sig == SIGTERM) return sig;
-    if (sig == SIGUSR1) {
-      Log(LogLevel::kInfo, absl::StrCat("SIGUSR1: ", DescribeState(d)));
-    } else {
-      Log(LogLevel::kInfo, absl::StrCat(sig == SIGHUP ? "SIGHUP" : "SIGUSR2",
-                                        ": ignored (kjitd logs to stderr and has no configuration to reload)"));
-    }
+    if (IsStop(sig, d)) return sig;
   }
 }
 
@@ -245,16 +251,15 @@ Status RunDaemon(const Flags& flags) {
   // The stop signals stay blocked until WaitForStop, so the compiles look for one themselves: a cold
   // cache's catalog takes minutes, and a supervisor's SIGTERM used to wait for all of it.
   std::atomic<int> startup_signal{0};
-  auto stop_requested = [&stop, &startup_signal] {  // from the compile threads, between compiles
+  auto stop_requested = [&stop, &startup_signal, &d] {  // from the compile threads, between compiles
     if (startup_signal.load() != 0) return true;
     siginfo_t info;
     const timespec now{0, 0};
     for (int sig; (sig = sigtimedwait(&stop, &info, &now)) > 0;) {
-      if (sig == SIGINT || sig == SIGTERM) {
+      if (IsStop(sig, d)) {
         startup_signal = sig;
         return true;
       }
-      Log(LogLevel::kInfo, absl::StrCat("signal ", sig, " during startup: ignored"));
     }
     return false;
   };
